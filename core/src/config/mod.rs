@@ -1,0 +1,511 @@
+//! Configuration: `conf/server.toml` loaded through the `config` crate (the file,
+//! then `TESSERA_`-prefixed environment overrides such as
+//! `TESSERA_SERVER__WORKERS=4`), checked strictly, and built into an immutable
+//! [`Config`]: vhosts, rules and module pipelines.
+//!
+//! Unknown keys are errors. A vhost table holds the keys below plus one table per
+//! module, named after the module (`[vhost.expires]`); a key that is neither is
+//! refused like nginx's "unknown directive". Relative paths are resolved against
+//! the directory of the configuration file.
+
+mod error;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub use error::ConfigError;
+
+use crate::module::BuildContext;
+use crate::pipeline::{Pipeline, Slot};
+use crate::registry::{Registry, SharedState};
+use crate::rule::{MatchSpec, Matcher, Rule};
+use crate::vhost::{Vhost, VhostInfo, VhostTable};
+
+/// The `[server]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerSettings {
+    /// Addresses to listen on, `"IP:PORT"` (`"[::1]:8080"` for IPv6); port 0 asks
+    /// the OS for a free port. Default `["127.0.0.1:8080"]`.
+    #[serde(default = "default_listen")]
+    pub listen: Vec<String>,
+    /// Worker threads; 0 (the default) means one per CPU core (nginx
+    /// `worker_processes auto`).
+    #[serde(default)]
+    pub workers: usize,
+    /// Keep-alive timeout in seconds; 0 disables keep-alive. Default 5
+    /// (lighttpd `server.max-keep-alive-idle`, nginx `keepalive_timeout`).
+    #[serde(default = "default_keep_alive", alias = "keep_alive")]
+    pub keep_alive: u64,
+    /// Seconds a client has to send the request head; 0 disables the limit.
+    /// Default 5 (lighttpd `server.max-read-idle`, nginx `client_header_timeout`).
+    #[serde(default = "default_header_timeout", alias = "client_header_timeout")]
+    pub client_header_timeout: u64,
+    /// Seconds in-flight requests get to finish on a graceful shutdown. Default 30.
+    #[serde(default = "default_shutdown_timeout", alias = "shutdown_timeout")]
+    pub shutdown_timeout: u64,
+    /// Maximum concurrent connections per worker. Default 25,000
+    /// (nginx `worker_connections`).
+    #[serde(default = "default_max_connections", alias = "max_connections")]
+    pub max_connections: usize,
+    /// Diagnostics level (`error`, `warn`, `info`, `debug`, `trace`, or a
+    /// `tracing` filter); `RUST_LOG` overrides it. Default `info`.
+    #[serde(default = "default_log_level", alias = "log_level")]
+    pub log_level: String,
+    /// Open a `tracing` span per request (tracing-actix-web). Default false: it
+    /// costs an allocation and a request id per request.
+    #[serde(default, alias = "request_spans")]
+    pub request_spans: bool,
+}
+
+fn default_listen() -> Vec<String> {
+    vec!["127.0.0.1:8080".into()]
+}
+fn default_keep_alive() -> u64 {
+    5
+}
+fn default_header_timeout() -> u64 {
+    5
+}
+fn default_shutdown_timeout() -> u64 {
+    30
+}
+fn default_max_connections() -> usize {
+    25_000
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        serde_json::from_value(Value::Object(Map::new())).expect("all fields have defaults")
+    }
+}
+
+/// The keys of a `[[vhost]]` table other than module tables.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum VhostKey {
+    ServerNames,
+    Default,
+    DocumentRoot,
+    Modules,
+    Rule,
+}
+
+/// A loaded, validated configuration, immutable while it serves.
+pub struct Config {
+    /// The file it was loaded from.
+    pub file: PathBuf,
+    /// The `[server]` table.
+    pub server: ServerSettings,
+    /// Vhosts with their pipelines.
+    pub vhosts: VhostTable,
+    /// State shared by module instances (log writers).
+    pub shared: SharedState,
+}
+
+impl Config {
+    /// Runs every module instance's shutdown hook once (flushes access logs).
+    pub fn shutdown(&self) {
+        let mut seen: Vec<*const ()> = Vec::new();
+        for v in self.vhosts.all() {
+            for m in v.pipeline.instances() {
+                let p = Arc::as_ptr(m) as *const ();
+                if !seen.contains(&p) {
+                    seen.push(p);
+                    m.on_shutdown();
+                }
+            }
+        }
+    }
+}
+
+struct Err<'a> {
+    file: &'a Path,
+    vhost: Option<String>,
+}
+
+impl Err<'_> {
+    fn at(&self, key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_owned(),
+            vhost: self.vhost.clone(),
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Reads `file` and the `TESSERA_` environment overrides into one JSON tree.
+///
+/// # Errors
+/// A missing or unreadable file, or TOML syntax errors (with the parser's line and
+/// column).
+pub fn load_value(file: &Path) -> Result<Value, ConfigError> {
+    let e = Err { file, vhost: None };
+    if !file.is_file() {
+        return Err(e.at("", "no such file"));
+    }
+    let cfg = config::Config::builder()
+        .add_source(config::File::from(file).format(config::FileFormat::Toml))
+        .add_source(
+            config::Environment::with_prefix("TESSERA")
+                .prefix_separator("_")
+                .separator("__")
+                .try_parsing(true),
+        )
+        .build()
+        .map_err(|err| e.at("", one_line(&err.to_string())))?;
+    cfg.try_deserialize::<Value>()
+        .map_err(|err| e.at("", one_line(&err.to_string())))
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Loads and builds the configuration in `file` with the modules in `registry`.
+///
+/// # Errors
+/// The first problem found, naming file, vhost, key and reason: syntax, unknown
+/// keys or modules, wrong types, a missing document root, an invalid regular
+/// expression, two vhosts claiming one name, a module's own validation.
+pub fn load(file: &Path, registry: &Registry) -> Result<Config, ConfigError> {
+    let value = load_value(file)?;
+    build(file, &value, registry)
+}
+
+/// Builds a configuration from an already parsed tree (see [`load`]).
+///
+/// # Errors
+/// As [`load`].
+pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, ConfigError> {
+    let e = Err { file, vhost: None };
+    let dir = file
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .unwrap_or(Path::new("."))
+        .to_owned();
+    let top = value.as_object().ok_or_else(|| e.at("", "not a table"))?;
+    let mut server = None;
+    let mut vhost_values: &[Value] = &[];
+    for (k, v) in top {
+        match k.as_str() {
+            "server" => {
+                server = Some(
+                    serde_path_to_error::deserialize::<_, ServerSettings>(v).map_err(|err| {
+                        e.at(format!("server.{}", err.path()), err.inner().to_string())
+                    })?,
+                )
+            }
+            "vhost" => {
+                vhost_values = v
+                    .as_array()
+                    .ok_or_else(|| e.at("vhost", "must be an array of tables ([[vhost]])"))?
+            }
+            other => return Err(e.at(other, "unknown key (expected `server` or `vhost`)")),
+        }
+    }
+    let server = server.unwrap_or_default();
+    validate_server(&server, &e)?;
+    if vhost_values.is_empty() {
+        return Err(e.at("vhost", "no [[vhost]] is configured"));
+    }
+    let shared = SharedState::default();
+    let mut vhosts = Vec::with_capacity(vhost_values.len());
+    let mut default = None;
+    let mut claimed: HashMap<String, String> = HashMap::new();
+    for (i, v) in vhost_values.iter().enumerate() {
+        let (vh, is_default) = build_vhost(file, &dir, i, v, registry, &shared)?;
+        let ve = Err {
+            file,
+            vhost: Some(vh.label.clone()),
+        };
+        for n in &vh.info.names {
+            if let Some(prev) = claimed.insert(n.clone(), vh.label.clone()) {
+                return Err(ve.at(
+                    "server-names",
+                    format!("\"{n}\" is already claimed by vhost \"{prev}\""),
+                ));
+            }
+        }
+        if is_default {
+            if let Some(d) = default {
+                let d: &Vhost = &vhosts[d];
+                return Err(ve.at(
+                    "default",
+                    format!("vhost \"{}\" is already the default", d.label),
+                ));
+            }
+            default = Some(i);
+        }
+        vhosts.push(vh);
+    }
+    Ok(Config {
+        file: file.to_owned(),
+        server,
+        vhosts: VhostTable::new(vhosts, default.unwrap_or(0)),
+        shared,
+    })
+}
+
+fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
+    if s.listen.is_empty() {
+        return Err(e.at("server.listen", "no listen address"));
+    }
+    for (i, a) in s.listen.iter().enumerate() {
+        if a.parse::<std::net::SocketAddr>().is_err() {
+            return Err(e.at(
+                format!("server.listen[{i}]"),
+                format!("\"{a}\" is not IP:PORT (use [::1]:PORT for IPv6)"),
+            ));
+        }
+        if s.listen[..i].contains(a) {
+            return Err(e.at(
+                format!("server.listen[{i}]"),
+                format!("\"{a}\" is listed twice"),
+            ));
+        }
+    }
+    if s.max_connections == 0 {
+        return Err(e.at("server.max-connections", "must be at least 1"));
+    }
+    Ok(())
+}
+
+fn build_vhost(
+    file: &Path,
+    dir: &Path,
+    index: usize,
+    v: &Value,
+    registry: &Registry,
+    shared: &SharedState,
+) -> Result<(Vhost, bool), ConfigError> {
+    let table = v.as_object().ok_or_else(|| ConfigError {
+        file: file.to_owned(),
+        vhost: Some(format!("#{index}")),
+        key: String::new(),
+        reason: "must be a table".into(),
+    })?;
+    let names: Vec<String> = match table.get("server-names") {
+        None => Vec::new(),
+        Some(n) => serde_json::from_value::<Vec<String>>(n.clone()).map_err(|err| ConfigError {
+            file: file.to_owned(),
+            vhost: Some(format!("#{index}")),
+            key: "server-names".into(),
+            reason: err.to_string(),
+        })?,
+    };
+    let names: Vec<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+    let label = names
+        .first()
+        .cloned()
+        .unwrap_or_else(|| format!("#{index}"));
+    let e = Err {
+        file,
+        vhost: Some(label.clone()),
+    };
+    for n in &names {
+        let bare = n.strip_prefix("*.").unwrap_or(n);
+        let has_port = crate::vhost::strip_port(bare).len() != bare.len();
+        if bare.is_empty() || bare.contains('*') || !crate::vhost::valid_host(bare) || has_port {
+            return Err(e.at(
+                "server-names",
+                format!("\"{n}\" is not a host name or a `*.suffix` wildcard (no port)"),
+            ));
+        }
+    }
+    let mut is_default = false;
+    let mut document_root = None;
+    let mut modules: Vec<String> = Vec::new();
+    let mut rules_value: &[Value] = &[];
+    let mut module_tables: Vec<(&str, &Value)> = Vec::new();
+    for (k, val) in table {
+        match serde_json::from_value::<VhostKey>(Value::String(k.clone())) {
+            Ok(VhostKey::ServerNames) => {}
+            Ok(VhostKey::Default) => {
+                is_default = val.as_bool().ok_or_else(|| e.at("default", "must be true or false"))?
+            }
+            Ok(VhostKey::DocumentRoot) => {
+                let s = val
+                    .as_str()
+                    .ok_or_else(|| e.at("document-root", "must be a string (a directory)"))?;
+                document_root = Some(s.to_owned());
+            }
+            Ok(VhostKey::Modules) => {
+                modules = serde_json::from_value(val.clone())
+                    .map_err(|err| e.at("modules", format!("must be a list of module names: {err}")))?;
+            }
+            Ok(VhostKey::Rule) => {
+                rules_value = val
+                    .as_array()
+                    .ok_or_else(|| e.at("rule", "must be an array of tables ([[vhost.rule]])"))?
+            }
+            Err(_) if registry.contains(k) => module_tables.push((k, val)),
+            Err(_) => {
+                return Err(e.at(
+                    k.as_str(),
+                    format!(
+                        "unknown key or module (keys: server-names, default, document-root, modules, rule; modules: {})",
+                        registry.names().join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+    let root = document_root.ok_or_else(|| e.at("document-root", "missing"))?;
+    let root_path = dir.join(&root);
+    let document_root = std::fs::canonicalize(&root_path).map_err(|err| {
+        e.at(
+            "document-root",
+            format!("\"{}\": {}", root_path.display(), err),
+        )
+    })?;
+    if !document_root.is_dir() {
+        return Err(e.at(
+            "document-root",
+            format!("\"{}\" is not a directory", document_root.display()),
+        ));
+    }
+    for (i, m) in modules.iter().enumerate() {
+        if !registry.contains(m) {
+            return Err(e.at(
+                format!("modules[{i}]"),
+                format!(
+                    "unknown module \"{m}\" (known: {})",
+                    registry.names().join(", ")
+                ),
+            ));
+        }
+        if modules[..i].contains(m) {
+            return Err(e.at(format!("modules[{i}]"), format!("\"{m}\" is listed twice")));
+        }
+    }
+    for (name, _) in &module_tables {
+        if !modules.iter().any(|m| m == name) {
+            return Err(e.at(
+                *name,
+                format!(
+                    "a table for module \"{name}\", which is not in this vhost's `modules` list"
+                ),
+            ));
+        }
+    }
+    let info = VhostInfo {
+        index,
+        names,
+        document_root,
+    };
+    let cx = BuildContext {
+        vhost: &info,
+        config_dir: dir,
+        shared,
+    };
+    let build_module = |name: &str, table: &Value, key_prefix: &str| {
+        let f = registry.get(name).expect("checked above");
+        f.build(table, &cx).map_err(|err| {
+            let key = if err.key.is_empty() {
+                format!("{key_prefix}{name}")
+            } else {
+                format!("{key_prefix}{name}.{}", err.key)
+            };
+            e.at(key, err.reason)
+        })
+    };
+    let mut slots: Vec<Slot> = Vec::new();
+    for m in &modules {
+        let table = module_tables
+            .iter()
+            .find(|(n, _)| n == m)
+            .map(|(_, v)| *v)
+            .unwrap_or(&Value::Null);
+        slots.push(Slot {
+            name: m.clone(),
+            vhost_instance: Some(build_module(m, table, "")?),
+            rule_instances: Vec::new(),
+        });
+    }
+    let mut rules = Vec::with_capacity(rules_value.len());
+    for (ri, rv) in rules_value.iter().enumerate() {
+        let prefix = format!("rule[{ri}].");
+        let rt = rv
+            .as_object()
+            .ok_or_else(|| e.at(format!("rule[{ri}]"), "must be a table"))?;
+        let mut matcher = Matcher::Always;
+        let mut is_final = true;
+        let mut label = format!("rule[{ri}]");
+        for (k, val) in rt {
+            match k.as_str() {
+                "match" => {
+                    let spec: MatchSpec = serde_path_to_error::deserialize(val).map_err(|err| {
+                        let p = err.path().to_string();
+                        let key = if p == "." {
+                            format!("{prefix}match")
+                        } else {
+                            format!("{prefix}match.{p}")
+                        };
+                        e.at(key, err.inner().to_string())
+                    })?;
+                    matcher = Matcher::compile(&spec)
+                        .map_err(|(k, r)| e.at(format!("{prefix}match.{k}"), r))?;
+                }
+                "final" => {
+                    is_final = val
+                        .as_bool()
+                        .ok_or_else(|| e.at(format!("{prefix}final"), "must be true or false"))?
+                }
+                "name" => {
+                    label = val
+                        .as_str()
+                        .ok_or_else(|| e.at(format!("{prefix}name"), "must be a string"))?
+                        .to_owned()
+                }
+                m if registry.contains(m) => {
+                    let inst = build_module(m, val, &prefix)?;
+                    match slots.iter_mut().find(|s| s.name == m) {
+                        Some(s) => s.rule_instances.push((ri, inst)),
+                        None => slots.push(Slot {
+                            name: m.to_owned(),
+                            vhost_instance: None,
+                            rule_instances: vec![(ri, inst)],
+                        }),
+                    }
+                }
+                other => {
+                    return Err(e.at(
+                        format!("{prefix}{other}"),
+                        format!(
+                            "unknown key or module (keys: match, final, name; modules: {})",
+                            registry.names().join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+        rules.push(Rule {
+            label,
+            matcher,
+            is_final,
+        });
+    }
+    Ok((
+        Vhost {
+            info,
+            label,
+            pipeline: Pipeline::new(rules, slots),
+        },
+        is_default,
+    ))
+}

@@ -1,0 +1,129 @@
+//! The `Module` trait: the phases a module can join, and the uniform declaration
+//! (`ModuleDecl`) every built-in module gives.
+//!
+//! Phases follow nginx's phase handlers and pingora's `HttpModule`: each hook has a
+//! no-op default, and a module states which hooks it overrides in [`Hooks`], so the
+//! pipeline never calls a hook a module does not implement.
+
+use actix_web::HttpResponse;
+use serde::de::DeserializeOwned;
+
+use crate::context::{Ctx, LogRecord};
+use crate::vhost::VhostInfo;
+
+/// What a request-phase hook decided (nginx `NGX_DECLINED` / `NGX_OK`).
+pub enum Outcome {
+    /// Pass the request on to the next module.
+    Continue,
+    /// Answer now with this response; later request and content hooks are skipped,
+    /// response and log hooks still run.
+    Respond(HttpResponse),
+}
+
+/// The set of phases a module joins, as bit flags.
+///
+/// The pipeline builds one list per phase from these flags when the configuration
+/// is loaded, so a hook a module does not implement costs nothing per request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hooks(u8);
+
+impl Hooks {
+    /// No hooks.
+    pub const NONE: Hooks = Hooks(0);
+    /// [`Module::on_request`]: may answer (an access check, a redirect) or pass on.
+    pub const REQUEST: Hooks = Hooks(1);
+    /// [`Module::content`]: the content handler; the first that answers wins.
+    pub const CONTENT: Hooks = Hooks(2);
+    /// [`Module::on_response`]: may change status and headers before they are sent.
+    pub const RESPONSE: Hooks = Hooks(4);
+    /// [`Module::on_log`]: after the body was sent or the client went away.
+    pub const LOG: Hooks = Hooks(8);
+
+    /// True when every flag in `other` is set in `self`.
+    pub const fn contains(self, other: Hooks) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Hooks {
+    type Output = Hooks;
+    fn bitor(self, rhs: Hooks) -> Hooks {
+        Hooks(self.0 | rhs.0)
+    }
+}
+
+/// A configured module instance, shared by all workers (`Send + Sync`).
+///
+/// One instance exists per vhost or rule table that configures the module; it is
+/// built once from that table and never changes while the configuration is live.
+pub trait Module: Send + Sync + 'static {
+    /// The phases this instance joins. Hooks outside this set are never called.
+    fn hooks(&self) -> Hooks;
+
+    /// Request phase: runs before the content handler, in pipeline order.
+    fn on_request(&self, _cx: &mut Ctx<'_>) -> Outcome {
+        Outcome::Continue
+    }
+
+    /// Content phase: return `Some` to answer the request; `None` passes to the next
+    /// content handler. When none answers the request gets 404.
+    fn content(&self, _cx: &mut Ctx<'_>) -> Option<HttpResponse> {
+        None
+    }
+
+    /// Response phase: may change the status and headers of any response, the
+    /// core's own error responses included (nginx header filters).
+    fn on_response(&self, _cx: &mut Ctx<'_>, _res: &mut HttpResponse) {}
+
+    /// Log phase: runs once per request after the response body was sent or the
+    /// client went away (lighttpd `handle_request_done`, nginx log phase).
+    fn on_log(&self, _rec: &LogRecord<'_>) {}
+
+    /// Called once when the server stops, after all requests finished: flush
+    /// buffers. Must not block for long (it runs on the main thread).
+    fn on_shutdown(&self) {}
+}
+
+/// What a module's `build` gets besides its own configuration table.
+pub struct BuildContext<'a> {
+    /// The vhost being built: names and document root.
+    pub vhost: &'a VhostInfo,
+    /// Directory of the configuration file; relative paths in module options
+    /// (log files, error pages) are resolved against it.
+    pub config_dir: &'a std::path::Path,
+    /// Shared, per-configuration state a module keeps across its instances
+    /// (for example one log writer per file shared by several vhosts).
+    pub shared: &'a crate::registry::SharedState,
+}
+
+/// The uniform declaration of a built-in module, in the order nginx's
+/// `ngx_module_t` and lighttpd's `plugin` give it: name, configuration, build.
+///
+/// ```
+/// use tessera_core::module::{BuildContext, Hooks, Module, ModuleDecl};
+/// #[derive(serde::Deserialize, Default)]
+/// #[serde(deny_unknown_fields)]
+/// struct NopConfig {}
+/// struct Nop;
+/// impl Module for Nop { fn hooks(&self) -> Hooks { Hooks::NONE } }
+/// impl ModuleDecl for Nop {
+///     const NAME: &'static str = "nop";
+///     type Config = NopConfig;
+///     fn build(_: NopConfig, _: &BuildContext<'_>) -> Result<Self, String> { Ok(Nop) }
+/// }
+/// let mut reg = tessera_core::Registry::new();
+/// reg.register::<Nop>().unwrap();
+/// assert!(reg.contains("nop"));
+/// ```
+pub trait ModuleDecl: Module + Sized {
+    /// The module's name in `modules = [...]` lists, which is also the name of its
+    /// table (`[vhost.<name>]`). Kebab-case, for example `static-file`.
+    const NAME: &'static str;
+    /// The module's options, deserialized from its table with unknown keys
+    /// rejected (`#[serde(deny_unknown_fields)]`). A module named in `modules`
+    /// without a table gets `Config::default()`.
+    type Config: DeserializeOwned + Default;
+    /// Validates the options and builds the instance. An `Err` is a one-line reason
+    /// that the core prefixes with file, vhost and key.
+    fn build(cfg: Self::Config, cx: &BuildContext<'_>) -> Result<Self, String>;
+}

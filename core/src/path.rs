@@ -1,0 +1,230 @@
+//! The request path as modules and rules see it: percent-decoded exactly once
+//! (RFC 3986 §2.1, §2.4) and normalized so that it can never name anything above
+//! the document root.
+//!
+//! - `%XX` is decoded once; `%25` gives a literal `%` that is never decoded again.
+//!   A malformed escape (`%4`, `%zz`) or a decoded NUL is an error (400).
+//! - A decoded `%2F` is a `/` like any other (the consensus for static servers:
+//!   `/docs%2F` is the directory `docs/`).
+//! - Empty segments and `.` are dropped, `..` removes the previous segment; a `..`
+//!   that would climb above the root is an error (400, as nginx answers).
+//! - A trailing `/` is kept: it is how a directory is asked for.
+//! - `\` is an ordinary character on Unix, so `..\..\x` names a file literally
+//!   called that, inside the root.
+//! - The result must be UTF-8 (non-UTF-8 names are not served).
+
+use std::borrow::Cow;
+
+/// Why a request path was refused. Every variant maps to 400 Bad Request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// The path does not start with `/` (origin-form, RFC 9112 §3.2.1).
+    #[error("path does not start with '/'")]
+    NotAbsolute,
+    /// `%` not followed by two hex digits.
+    #[error("malformed percent-escape")]
+    BadEscape,
+    /// A decoded NUL byte.
+    #[error("NUL byte in path")]
+    Nul,
+    /// The decoded bytes are not UTF-8.
+    #[error("path is not UTF-8")]
+    NotUtf8,
+    /// `..` above the root.
+    #[error("path climbs above the root")]
+    AboveRoot,
+}
+
+/// Decodes and normalizes a raw request path (no query). Borrows the input when it
+/// is already in normal form (the common case: no allocation).
+///
+/// # Errors
+/// See [`PathError`].
+pub fn normalize(raw: &str) -> Result<Cow<'_, str>, PathError> {
+    let b = raw.as_bytes();
+    if b.first() != Some(&b'/') {
+        return Err(PathError::NotAbsolute);
+    }
+    if is_normal(b) {
+        return Ok(Cow::Borrowed(raw));
+    }
+    let decoded = decode(b)?;
+    let mut out = String::with_capacity(decoded.len());
+    let ends_with_slash = decoded.ends_with('/');
+    for seg in decoded.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                let cut = out.rfind('/').ok_or(PathError::AboveRoot)?;
+                out.truncate(cut);
+            }
+            s => {
+                out.push('/');
+                out.push_str(s);
+            }
+        }
+    }
+    if out.is_empty() || ends_with_slash || decoded.ends_with("/.") || decoded.ends_with("/..") {
+        out.push('/');
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// True when the path has no escapes, no empty, `.` or `..` segments.
+fn is_normal(b: &[u8]) -> bool {
+    if b.contains(&b'%') {
+        return false;
+    }
+    let mut prev_slash = false;
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'/' {
+            if prev_slash {
+                return false;
+            }
+            prev_slash = true;
+        } else {
+            if prev_slash && c == b'.' {
+                let rest = &b[i..];
+                if rest == b"."
+                    || rest.starts_with(b"./")
+                    || rest == b".."
+                    || rest.starts_with(b"../")
+                {
+                    return false;
+                }
+            }
+            prev_slash = false;
+        }
+    }
+    true
+}
+
+fn hex(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn decode(b: &[u8]) -> Result<String, PathError> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'%' {
+            let (h, l) = match (
+                b.get(i + 1).and_then(|&x| hex(x)),
+                b.get(i + 2).and_then(|&x| hex(x)),
+            ) {
+                (Some(h), Some(l)) => (h, l),
+                _ => return Err(PathError::BadEscape),
+            };
+            out.push(h << 4 | l);
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    if out.contains(&0) {
+        return Err(PathError::Nul);
+    }
+    String::from_utf8(out).map_err(|_| PathError::NotUtf8)
+}
+
+/// Characters left as they are when a decoded path is percent-encoded again for a
+/// `Location` or a link: RFC 3986 `pchar` minus `%`, `?`, `#`, `;` and the
+/// characters a browser treats specially, plus `/`.
+pub const PATH_ENCODE_SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'/')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
+
+/// Percent-encodes a decoded path for use in a URL (a `Location` header, a link).
+/// `/folder]` -> `/folder%5D`, `/q?` -> `/q%3F`, `/a%b` -> `/a%25b`.
+pub fn encode(path: &str) -> Cow<'_, str> {
+    percent_encoding::utf8_percent_encode(path, PATH_ENCODE_SET).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_paths_borrow() {
+        for p in [
+            "/",
+            "/a",
+            "/a/b/",
+            "/a.b/c..d",
+            "/.well-known/x",
+            "/a..",
+            "/..a",
+        ] {
+            assert!(matches!(normalize(p), Ok(Cow::Borrowed(_))), "{p}");
+        }
+    }
+
+    #[test]
+    fn decoding_and_dots() {
+        let n = |p| normalize(p).map(|c| c.into_owned());
+        assert_eq!(n("/a%20b.txt").unwrap(), "/a b.txt");
+        assert_eq!(n("/a+b").unwrap(), "/a+b");
+        assert_eq!(n("/pkg_1%253a9.deb").unwrap(), "/pkg_1%3a9.deb");
+        assert_eq!(n("/docs%2F").unwrap(), "/docs/");
+        assert_eq!(n("//a//b").unwrap(), "/a/b");
+        assert_eq!(n("/a/./b/../c").unwrap(), "/a/c");
+        assert_eq!(n("/a/..").unwrap(), "/");
+        assert_eq!(n("/a/b/.").unwrap(), "/a/b/");
+        assert_eq!(n("/%2e%2e%5c..%5cetc").unwrap(), "/..\\..\\etc");
+        assert_eq!(n("/%252e%252e/x").unwrap(), "/%2e%2e/x");
+        assert_eq!(n("/%C3%BCn%C3%AF.txt").unwrap(), "/ünï.txt");
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(normalize("/../etc/passwd"), Err(PathError::AboveRoot));
+        assert_eq!(
+            normalize("/..%2f..%2fetc/passwd"),
+            Err(PathError::AboveRoot)
+        );
+        assert_eq!(
+            normalize("/%2e%2e/%2e%2e/etc/passwd"),
+            Err(PathError::AboveRoot)
+        );
+        assert_eq!(normalize("/a/../../b"), Err(PathError::AboveRoot));
+        assert_eq!(normalize("/%@.exe"), Err(PathError::BadEscape));
+        assert_eq!(normalize("/abc%"), Err(PathError::BadEscape));
+        assert_eq!(normalize("/abc%4"), Err(PathError::BadEscape));
+        assert_eq!(normalize("/a%00b"), Err(PathError::Nul));
+        assert_eq!(normalize("/%ff"), Err(PathError::NotUtf8));
+        assert_eq!(normalize("*"), Err(PathError::NotAbsolute));
+    }
+
+    #[test]
+    fn encode_round_trip() {
+        assert_eq!(encode("/folder]/"), "/folder%5D/");
+        assert_eq!(encode("/snow☃"), "/snow%E2%98%83");
+        assert_eq!(encode("/q?"), "/q%3F");
+        assert_eq!(encode("/a%b #1"), "/a%25b%20%231");
+        for p in ["/a b/ü?#%x", "/x;y"] {
+            assert_eq!(normalize(&encode(p)).unwrap(), p);
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The per-vhost pipeline: which module instances run for a request, and in what
+//! order.
+//!
+//! # How rules combine
+//! Rules are evaluated top-down in file order against the decoded path. A matching
+//! rule contributes each module table it sets, unless an earlier matching rule
+//! already set that module; a matching rule with `final = true` (the default) stops
+//! the evaluation; the vhost's own tables apply last, for modules no matching rule
+//! set. A module with a table only in rules runs only when such a rule matches.
+//! A list-valued option set in a rule replaces the inherited list: each table is a
+//! complete configuration of its module, there is no merging of options.
+//!
+//! # Order
+//! Modules run in the vhost's `modules = [...]` order; modules that appear only in
+//! rules follow, in the order of their first appearance. Within a phase, that order
+//! is the order of the hooks.
+//!
+//! # Cost per request
+//! Everything here is built once when the configuration is loaded. A request
+//! evaluates the rule matches, then picks for each module slot the instance of the
+//! first matching rule (a few comparisons, no allocation for up to 16 modules and
+//! 8 matching rules). When no rule matches, a precomputed list is used.
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::module::{Hooks, Module};
+use crate::rule::Rule;
+
+/// One module position in the pipeline with every instance configured for it.
+pub struct Slot {
+    /// Module name.
+    pub name: String,
+    /// The instance from the vhost's own table (or default options), if the vhost
+    /// names the module in `modules`.
+    pub vhost_instance: Option<Arc<dyn Module>>,
+    /// Instances from rule tables, as (rule index, instance), in rule order.
+    pub rule_instances: Vec<(usize, Arc<dyn Module>)>,
+}
+
+/// The modules active for one request, in pipeline order, with their hooks.
+pub type Active<'a> = SmallVec<[(Hooks, &'a Arc<dyn Module>); 16]>;
+
+/// A vhost's compiled rules and module slots.
+pub struct Pipeline {
+    /// Rules, in file order.
+    pub rules: Vec<Rule>,
+    /// Module slots, in pipeline order.
+    pub slots: Vec<Slot>,
+    base: Vec<(Hooks, Arc<dyn Module>)>,
+}
+
+impl Pipeline {
+    /// Builds the pipeline and its no-rule-matched list.
+    pub fn new(rules: Vec<Rule>, slots: Vec<Slot>) -> Self {
+        let base = slots
+            .iter()
+            .filter_map(|s| s.vhost_instance.as_ref())
+            .map(|m| (m.hooks(), m.clone()))
+            .collect();
+        Pipeline { rules, slots, base }
+    }
+
+    /// Indices of the rules that match `path`, in order, up to and including the
+    /// first matching final rule.
+    pub fn matching_rules(&self, path: &str) -> SmallVec<[usize; 8]> {
+        let mut out = SmallVec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            if r.matcher.matches(path) {
+                out.push(i);
+                if r.is_final {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// The module instances that handle a request for `path`, in pipeline order.
+    pub fn resolve(&self, path: &str) -> Active<'_> {
+        let matched = self.matching_rules(path);
+        if matched.is_empty() {
+            return self.resolve_base();
+        }
+        let mut out = Active::new();
+        for slot in &self.slots {
+            let chosen = slot
+                .rule_instances
+                .iter()
+                .find(|(ri, _)| matched.contains(ri))
+                .map(|(_, m)| m)
+                .or(slot.vhost_instance.as_ref());
+            if let Some(m) = chosen {
+                out.push((m.hooks(), m));
+            }
+        }
+        out
+    }
+
+    /// The modules that run when no rule applies (also used for requests refused
+    /// before their path is known, such as a 400 for a bad Host).
+    pub fn resolve_base(&self) -> Active<'_> {
+        self.base.iter().map(|(h, m)| (*h, m)).collect()
+    }
+
+    /// Every instance in this pipeline (for shutdown hooks).
+    pub fn instances(&self) -> impl Iterator<Item = &Arc<dyn Module>> {
+        self.slots.iter().flat_map(|s| {
+            s.vhost_instance
+                .iter()
+                .chain(s.rule_instances.iter().map(|(_, m)| m))
+        })
+    }
+}

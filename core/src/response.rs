@@ -1,0 +1,23 @@
+//! Responses the core and modules share: error pages with the right status.
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+
+/// `text/html; charset=utf-8`, the type of generated pages.
+pub const TEXT_HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
+
+/// A small HTML error page for `status`: `<h1>404 Not Found</h1>`, with
+/// `Content-Type: text/html; charset=utf-8` and an exact Content-Length. The
+/// `error-pages` module may replace the body in the response phase.
+pub fn error_response(status: StatusCode) -> HttpResponse {
+    let reason = status.canonical_reason().unwrap_or("");
+    let body = format!(
+        "<!DOCTYPE html>\n<html><head><title>{code} {reason}</title></head>\
+         <body><h1>{code} {reason}</h1><hr><address>tessera</address></body></html>\n",
+        code = status.as_u16()
+    );
+    let mut res = HttpResponse::with_body(status, body).map_into_boxed_body();
+    res.headers_mut().insert(header::CONTENT_TYPE, TEXT_HTML);
+    res
+}

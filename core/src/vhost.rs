@@ -1,0 +1,257 @@
+//! Virtual host selection by the request's host (RFC 9110 §7.2, RFC 9112 §3.2).
+//!
+//! Names compare case-insensitively (RFC 3986 §3.2.2), a port and one trailing dot
+//! (RFC 1034 §3.1) are ignored; exact names win over wildcards, and among
+//! wildcards (`*.example.com`, as in nginx's `server_name`) the longest wins. Any
+//! other host, and an HTTP/1.0 request without one, goes to the default vhost.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::pipeline::Pipeline;
+
+/// What modules may know about the vhost they serve.
+#[derive(Debug, Clone)]
+pub struct VhostInfo {
+    /// Position of the vhost in the configuration file (0-based).
+    pub index: usize,
+    /// `server-names`, lower-cased, as configured (wildcards kept).
+    pub names: Vec<String>,
+    /// The document root, absolute and canonical (symlinks resolved).
+    pub document_root: PathBuf,
+}
+
+impl VhostInfo {
+    /// The name used in logs (`%v`) and messages: the first server name, or
+    /// `#N` for a vhost without names.
+    pub fn label(&self) -> String {
+        self.names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| format!("#{}", self.index))
+    }
+}
+
+/// A vhost: its information and its pipeline.
+pub struct Vhost {
+    /// Names and document root.
+    pub info: VhostInfo,
+    /// The first server name, for `%v`.
+    pub label: String,
+    /// Rules and module slots.
+    pub pipeline: Pipeline,
+}
+
+/// All vhosts of a configuration and the lookup tables over their names.
+pub struct VhostTable {
+    vhosts: Vec<Vhost>,
+    exact: HashMap<Box<str>, usize>,
+    /// (suffix including the leading dot, vhost index), longest suffix first.
+    wildcards: Vec<(Box<str>, usize)>,
+    default: usize,
+}
+
+/// Longest host name handled without allocation; longer ones go to the default
+/// vhost (DNS names are at most 253 bytes, RFC 1035 §2.3.4).
+const MAX_HOST: usize = 255;
+
+impl VhostTable {
+    /// Builds the table. `default` is the index of the default vhost. Names must be
+    /// lower-case and unique (checked by the configuration loader).
+    pub fn new(vhosts: Vec<Vhost>, default: usize) -> Self {
+        let mut exact = HashMap::new();
+        let mut wildcards = Vec::new();
+        for (i, v) in vhosts.iter().enumerate() {
+            for n in &v.info.names {
+                if let Some(suffix) = n.strip_prefix('*') {
+                    wildcards.push((suffix.into(), i));
+                } else {
+                    exact.insert(n.as_str().into(), i);
+                }
+            }
+        }
+        wildcards.sort_by(|a: &(Box<str>, usize), b| b.0.len().cmp(&a.0.len()));
+        VhostTable {
+            vhosts,
+            exact,
+            wildcards,
+            default,
+        }
+    }
+
+    /// All vhosts, in file order.
+    pub fn all(&self) -> &[Vhost] {
+        &self.vhosts
+    }
+
+    /// The default vhost.
+    pub fn default_vhost(&self) -> &Vhost {
+        &self.vhosts[self.default]
+    }
+
+    /// Selects the vhost for a host as sent in Host or the request target's
+    /// authority (`Example.COM:8080`, `example.com.`, `[::1]:80`). `None` (no host)
+    /// gives the default vhost.
+    pub fn select(&self, host: Option<&str>) -> &Vhost {
+        let Some(host) = host else {
+            return self.default_vhost();
+        };
+        let name = strip_port(host);
+        let name = name.strip_suffix('.').unwrap_or(name);
+        if name.is_empty() || name.len() > MAX_HOST {
+            return self.default_vhost();
+        }
+        let mut buf = [0u8; MAX_HOST];
+        let lower = &mut buf[..name.len()];
+        lower.copy_from_slice(name.as_bytes());
+        lower.make_ascii_lowercase();
+        // ASCII lower-casing keeps UTF-8 valid.
+        let lower = std::str::from_utf8(lower).unwrap_or("");
+        if let Some(&i) = self.exact.get(lower) {
+            return &self.vhosts[i];
+        }
+        for (suffix, i) in &self.wildcards {
+            if lower.len() > suffix.len() && lower.ends_with(&**suffix) {
+                return &self.vhosts[*i];
+            }
+        }
+        self.default_vhost()
+    }
+}
+
+/// The host without its port: `a.b:80` -> `a.b`, `[::1]:8080` -> `[::1]`.
+pub fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return match host.find(']') {
+            Some(i) => &host[..=i],
+            None => host,
+        };
+    }
+    match host.rfind(':') {
+        Some(i) if host[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &host[..i],
+        _ => host,
+    }
+}
+
+/// True when `host` is a syntactically valid `uri-host [ ":" port ]`
+/// (RFC 9110 §7.2, RFC 3986 §3.2.2): reg-name characters, or an IP literal in
+/// brackets, then an optional decimal port. RFC 9112 §3.2: an invalid Host is 400.
+pub fn valid_host(host: &str) -> bool {
+    let b = host.as_bytes();
+    if b.is_empty() {
+        return false;
+    }
+    let (name, port) = if b[0] == b'[' {
+        match host.find(']') {
+            Some(i) => {
+                let inner = &host[1..i];
+                if inner.is_empty()
+                    || !inner
+                        .bytes()
+                        .all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.')
+                {
+                    return false;
+                }
+                (&host[..=i], &host[i + 1..])
+            }
+            None => return false,
+        }
+    } else {
+        match host.find(':') {
+            Some(i) => (&host[..i], &host[i..]),
+            None => (host, ""),
+        }
+    };
+    let port_ok = port.is_empty()
+        || (port.len() > 1
+            && port.len() <= 6
+            && port.as_bytes()[0] == b':'
+            && port[1..].bytes().all(|c| c.is_ascii_digit()));
+    let name_ok = name.starts_with('[')
+        || name.bytes().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b'-' | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'%'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                )
+        });
+    port_ok && name_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::Pipeline;
+
+    fn table(names: &[&[&str]], default: usize) -> VhostTable {
+        let vs = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Vhost {
+                info: VhostInfo {
+                    index: i,
+                    names: n.iter().map(|s| s.to_string()).collect(),
+                    document_root: PathBuf::from("/"),
+                },
+                label: String::new(),
+                pipeline: Pipeline::new(vec![], vec![]),
+            })
+            .collect();
+        VhostTable::new(vs, default)
+    }
+
+    #[test]
+    fn selection_order() {
+        let t = table(
+            &[
+                &["default.test"],
+                &["site.test", "[::1]"],
+                &["*.example.com"],
+                &["*.a.example.com"],
+                &["www.example.com"],
+            ],
+            0,
+        );
+        let sel = |h: &str| t.select(Some(h)).info.index;
+        assert_eq!(sel("site.test"), 1);
+        assert_eq!(sel("SITE.Test:8080"), 1);
+        assert_eq!(sel("site.test."), 1);
+        assert_eq!(sel("site.test.:80"), 1);
+        assert_eq!(sel("[::1]:8080"), 1);
+        assert_eq!(sel("www.example.com"), 4);
+        assert_eq!(sel("x.example.com"), 2);
+        assert_eq!(sel("x.a.example.com"), 3);
+        assert_eq!(sel("example.com"), 0);
+        assert_eq!(sel("other"), 0);
+        assert_eq!(t.select(None).info.index, 0);
+    }
+
+    #[test]
+    fn host_syntax() {
+        for ok in ["a.b", "a.b:80", "[::1]", "[::1]:8080", "127.0.0.1:1", "x_y"] {
+            assert!(valid_host(ok), "{ok}");
+        }
+        for bad in [
+            "", "a b", "a/b", "a.b:", "a.b:x", "[::1", "[zz]", "a@b", "a:1:2",
+        ] {
+            assert!(!valid_host(bad), "{bad}");
+        }
+        assert_eq!(strip_port("a:80"), "a");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("a"), "a");
+    }
+}

@@ -1,0 +1,652 @@
+//! Log formats: compiling an Apache/lighttpd format string into pieces at build
+//! time, and writing one request's line from a [`LogRecord`].
+//!
+//! Directives follow Apache `mod_log_config` (which lighttpd `mod_accesslog` and
+//! nginx's `combined` copy). Every value taken from the request is escaped the
+//! Apache way (case B39): `"` as `\"`, `\` as `\\`, and any byte below 0x20 or at
+//! or above 0x7F as `\xHH` (two upper-case hex digits, as nginx writes them), so a
+//! hostile header can neither end a quoted field nor start a new line.
+
+use std::fmt;
+use std::io::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tessera_core::actix_web::http::header::HeaderName;
+use tessera_core::actix_web::http::Version;
+use tessera_core::context::request_host;
+use tessera_core::LogRecord;
+
+/// The Common Log Format (NCSA, Apache `common`, lighttpd's default):
+/// `host ident authuser [date] "request" status bytes`.
+pub const COMMON: &str = r#"%h %l %u %t "%r" %>s %b"#;
+
+/// The Combined Log Format (Apache and nginx `combined`): [`COMMON`] followed by
+/// `"referer" "user-agent"`.
+pub const COMBINED: &str = r#"%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#;
+
+/// Why a format string was refused at configuration time. Each variant carries
+/// the offending directive or its byte offset in the format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// A directive that is not supported, for example `%Z` (Apache says "Unrecognized
+    /// LogFormat directive", nginx "unknown variable").
+    #[error("unknown log format directive \"{0}\"")]
+    UnknownDirective(String),
+    /// `%{Name}o`: response headers are not known in the log phase.
+    #[error("log format directive \"{0}\" (a response header) is not supported: response headers are not available to the access log")]
+    ResponseHeader(String),
+    /// `%{Name}i` with a name that is not a valid header name (RFC 9110 §5.1 token).
+    #[error("log format directive \"{0}\" names an invalid header")]
+    BadHeaderName(String),
+    /// `%{` without the closing `}`, at this byte offset.
+    #[error("unterminated \"%{{\" at byte {0} of the log format")]
+    Unterminated(usize),
+    /// A `%` (or `%>`/`%<`) at the very end of the format.
+    #[error("log format ends with an incomplete directive \"{0}\"")]
+    Incomplete(String),
+    /// A control character (other than tab) in the literal text, at this byte
+    /// offset: it would break the one-line-per-request rule.
+    #[error("control character 0x{1:02X} at byte {0} of the log format (only tab is allowed)")]
+    ControlChar(usize, u8),
+}
+
+/// One compiled element of a format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    /// Text copied as configured.
+    Literal(Box<str>),
+    /// `%h`, `%a`: the peer's IP address, no port.
+    ClientIp,
+    /// `%l`: identd user, always `-`.
+    Ident,
+    /// `%u`: the authenticated user or `-`.
+    User,
+    /// `%t`: `[10/Oct/2000:13:55:36 +0000]`.
+    Time,
+    /// `%r`: the request line as received.
+    RequestLine,
+    /// `%s`, `%>s`, `%<s`: the status.
+    Status,
+    /// `%b`: body bytes, `-` for none.
+    BytesClf,
+    /// `%B`: body bytes, `0` for none.
+    Bytes,
+    /// `%{Name}i`: a request header or `-`.
+    RequestHeader(HeaderName),
+    /// `%D`, `%{us}T`: microseconds taken.
+    Micros,
+    /// `%{ms}T`: milliseconds taken.
+    Millis,
+    /// `%T`, `%{s}T`: seconds taken.
+    Seconds,
+    /// `%v`: the vhost's label.
+    VhostLabel,
+    /// `%V`: the host as requested or `-`.
+    Host,
+    /// `%U`: the URL path.
+    Path,
+    /// `%q`: `?query` or nothing.
+    Query,
+    /// `%m`: the method.
+    Method,
+    /// `%H`: the protocol, `HTTP/1.1`.
+    Protocol,
+}
+
+/// A compiled log format: the format string split into literal text and
+/// directives once, at build time, so that writing a line is a walk over a `Vec`.
+///
+/// Supported directives (Apache `mod_log_config` names and meanings):
+///
+/// | directive | value |
+/// |---|---|
+/// | `%h`, `%a` | client IP address from the peer address, without port (`::ffff:` mapped IPv4 written as IPv4); `-` when unknown |
+/// | `%l` | identd user: always `-` |
+/// | `%u` | authenticated user, or `-` |
+/// | `%t` | request start time, UTC: `[10/Oct/2000:13:55:36 +0000]` |
+/// | `%r` | request line as received: `GET /a%22b?x=1 HTTP/1.1` (the target still percent-encoded; an absolute-form target in full) |
+/// | `%>s`, `%s`, `%<s` | final status, three digits |
+/// | `%b` | body bytes sent (after content-coding, without chunk framing), `-` when 0 (CLF) |
+/// | `%B` | body bytes sent, `0` when 0 |
+/// | `%{Name}i` | request header `Name` (case-insensitive; several fields joined by `, `), or `-` |
+/// | `%D`, `%{us}T` | time taken, microseconds |
+/// | `%{ms}T` | time taken, milliseconds |
+/// | `%T`, `%{s}T` | time taken, whole seconds |
+/// | `%v` | the vhost's label (first server name) |
+/// | `%V` | host as requested (target authority, else `Host`), or `-` |
+/// | `%U` | URL path, still percent-encoded, without the query |
+/// | `%q` | `?` and the query string, or nothing |
+/// | `%m` | method |
+/// | `%H` | protocol: `HTTP/1.0`, `HTTP/1.1`, `HTTP/2.0` |
+/// | `%%` | a literal `%` |
+///
+/// `%{Name}o` (response header) is refused: the log phase does not see response
+/// headers. Values from the request (`%r %u %{..}i %V %U %q %m`) are escaped as
+/// the module documentation describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFormat {
+    pieces: Vec<Piece>,
+}
+
+impl LogFormat {
+    /// Compiles `spec`: `"common"` and `"combined"` name [`COMMON`] and
+    /// [`COMBINED`]; anything else is a format string of directives.
+    ///
+    /// # Errors
+    /// [`FormatError`] naming the unknown or unsupported directive, or the place
+    /// of a malformed one.
+    pub fn compile(spec: &str) -> Result<LogFormat, FormatError> {
+        let spec = match spec {
+            "common" => COMMON,
+            "combined" => COMBINED,
+            s => s,
+        };
+        let bytes = spec.as_bytes();
+        let mut pieces = Vec::new();
+        let mut lit = String::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b != b'%' {
+                // Copy a whole UTF-8 run up to the next `%`.
+                let end = spec[i..].find('%').map_or(spec.len(), |n| i + n);
+                if let Some((n, &c)) = bytes[i..end]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &c)| (c < 0x20 && c != b'\t') || c == 0x7F)
+                {
+                    return Err(FormatError::ControlChar(i + n, c));
+                }
+                lit.push_str(&spec[i..end]);
+                i = end;
+                continue;
+            }
+            let start = i;
+            i += 1;
+            let mut arg: Option<&str> = None;
+            if bytes.get(i) == Some(&b'{') {
+                let close = spec[i..]
+                    .find('}')
+                    .ok_or(FormatError::Unterminated(start))?;
+                arg = Some(&spec[i + 1..i + close]);
+                i += close + 1;
+            }
+            // Apache's status conditions `%>s` / `%<s`: final / original status.
+            let mut angle = false;
+            if arg.is_none() && matches!(bytes.get(i), Some(b'>' | b'<')) {
+                angle = true;
+                i += 1;
+            }
+            let Some(c) = spec[i..].chars().next() else {
+                return Err(FormatError::Incomplete(spec[start..].to_owned()));
+            };
+            i += c.len_utf8();
+            let directive = &spec[start..i];
+            let unknown = || FormatError::UnknownDirective(directive.to_owned());
+            let piece = match (arg, c) {
+                (None, '%') if !angle => {
+                    lit.push('%');
+                    continue;
+                }
+                (None, 's') => Piece::Status,
+                (_, _) if angle => return Err(unknown()),
+                (None, 'h' | 'a') => Piece::ClientIp,
+                (None, 'l') => Piece::Ident,
+                (None, 'u') => Piece::User,
+                (None, 't') => Piece::Time,
+                (None, 'r') => Piece::RequestLine,
+                (None, 'b') => Piece::BytesClf,
+                (None, 'B') => Piece::Bytes,
+                (None, 'D') | (Some("us"), 'T') => Piece::Micros,
+                (Some("ms"), 'T') => Piece::Millis,
+                (None | Some("s"), 'T') => Piece::Seconds,
+                (None, 'v') => Piece::VhostLabel,
+                (None, 'V') => Piece::Host,
+                (None, 'U') => Piece::Path,
+                (None, 'q') => Piece::Query,
+                (None, 'm') => Piece::Method,
+                (None, 'H') => Piece::Protocol,
+                (Some(name), 'i') => Piece::RequestHeader(
+                    HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| FormatError::BadHeaderName(directive.to_owned()))?,
+                ),
+                (Some(_), 'o') => return Err(FormatError::ResponseHeader(directive.to_owned())),
+                _ => return Err(unknown()),
+            };
+            if !lit.is_empty() {
+                pieces.push(Piece::Literal(std::mem::take(&mut lit).into_boxed_str()));
+            }
+            pieces.push(piece);
+        }
+        if !lit.is_empty() {
+            pieces.push(Piece::Literal(lit.into_boxed_str()));
+        }
+        Ok(LogFormat { pieces })
+    }
+
+    /// Appends the line for `rec` to `out`, without the trailing `\n`. `clock`
+    /// caches the `%t` text of the last second seen. Never fails; allocates only
+    /// when `out` must grow.
+    pub fn write_line(&self, rec: &LogRecord<'_>, clock: &mut TimeCache, out: &mut Vec<u8>) {
+        let req = rec.req;
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(s) => out.extend_from_slice(s.as_bytes()),
+                Piece::ClientIp => match req.peer_addr() {
+                    Some(a) => {
+                        let _ = write!(out, "{}", a.ip().to_canonical());
+                    }
+                    None => out.push(b'-'),
+                },
+                Piece::Ident => out.push(b'-'),
+                Piece::User => escape_or_dash(out, rec.user.map(str::as_bytes)),
+                Piece::Time => out.extend_from_slice(clock.get(rec.start_time)),
+                Piece::RequestLine => {
+                    escape_into(out, req.method().as_str().as_bytes());
+                    out.push(b' ');
+                    let _ = fmt::Write::write_fmt(&mut Escaped(out), format_args!("{}", req.uri()));
+                    out.push(b' ');
+                    out.extend_from_slice(protocol(req.version()).as_bytes());
+                }
+                Piece::Status => out.extend_from_slice(rec.status.as_str().as_bytes()),
+                Piece::BytesClf if rec.body_bytes == 0 => out.push(b'-'),
+                Piece::BytesClf | Piece::Bytes => {
+                    let _ = write!(out, "{}", rec.body_bytes);
+                }
+                Piece::RequestHeader(name) => {
+                    let mut values = req.headers().get_all(name);
+                    match values.next() {
+                        None => out.push(b'-'),
+                        Some(first) => {
+                            escape_into(out, first.as_bytes());
+                            for v in values {
+                                out.extend_from_slice(b", ");
+                                escape_into(out, v.as_bytes());
+                            }
+                        }
+                    }
+                }
+                Piece::Micros => {
+                    let _ = write!(out, "{}", rec.started.elapsed().as_micros());
+                }
+                Piece::Millis => {
+                    let _ = write!(out, "{}", rec.started.elapsed().as_millis());
+                }
+                Piece::Seconds => {
+                    let _ = write!(out, "{}", rec.started.elapsed().as_secs());
+                }
+                Piece::VhostLabel => escape_into(out, rec.vhost_label.as_bytes()),
+                Piece::Host => escape_or_dash(out, request_host(req).map(str::as_bytes)),
+                Piece::Path => escape_into(out, req.uri().path().as_bytes()),
+                Piece::Query => {
+                    if let Some(q) = req.uri().query() {
+                        out.push(b'?');
+                        escape_into(out, q.as_bytes());
+                    }
+                }
+                Piece::Method => escape_into(out, req.method().as_str().as_bytes()),
+                Piece::Protocol => out.extend_from_slice(protocol(req.version()).as_bytes()),
+            }
+        }
+    }
+}
+
+/// `HTTP/1.1` and friends, as Apache and nginx write `%H` (`HTTP/2.0` for h2).
+fn protocol(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/?",
+    }
+}
+
+fn escape_or_dash(out: &mut Vec<u8>, v: Option<&[u8]>) {
+    match v {
+        Some(v) if !v.is_empty() => escape_into(out, v),
+        _ => out.push(b'-'),
+    }
+}
+
+/// Appends `s` to `out` escaped for a log field (Apache `ap_escape_logitem`
+/// convention, case B39): `"` becomes `\"`, `\` becomes `\\`, and every byte
+/// below 0x20 or at or above 0x7F (control bytes, DEL, each byte of a UTF-8
+/// sequence) becomes `\xHH` with upper-case hex digits. Other bytes are copied.
+pub fn escape_into(out: &mut Vec<u8>, s: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut run = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if (0x20..0x7F).contains(&b) && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&s[run..i]);
+        run = i + 1;
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xF)],
+            ]),
+        }
+    }
+    out.extend_from_slice(&s[run..]);
+}
+
+/// A `fmt::Write` that escapes what it is given into a byte buffer (used to write
+/// the URI without an intermediate `String`).
+struct Escaped<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        escape_into(self.0, s.as_bytes());
+        Ok(())
+    }
+}
+
+/// The `%t` text of the last second formatted, so that a busy thread formats the
+/// date once per second (Apache caches its request-time string the same way).
+#[derive(Debug, Clone)]
+pub struct TimeCache {
+    secs: u64,
+    text: [u8; 28],
+}
+
+impl Default for TimeCache {
+    fn default() -> Self {
+        TimeCache {
+            secs: u64::MAX,
+            text: [b' '; 28],
+        }
+    }
+}
+
+impl TimeCache {
+    /// `t` as `[10/Oct/2000:13:55:36 +0000]` (28 bytes, UTC, whole seconds).
+    /// Times before 1970 are written as the epoch, times after 9999 as the end
+    /// of 9999.
+    pub fn get(&mut self, t: SystemTime) -> &[u8] {
+        const MAX: u64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+        let secs = t
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .min(MAX);
+        if secs != self.secs {
+            self.secs = secs;
+            self.text = clf_time(secs);
+        }
+        &self.text
+    }
+}
+
+/// Formats unix seconds as `[dd/Mon/yyyy:hh:mm:ss +0000]`.
+fn clf_time(secs: u64) -> [u8; 28] {
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let (y, m, d) = civil_from_days(secs / 86_400);
+    let rem = secs % 86_400;
+    let (hh, mm, ss) = (rem / 3600, rem / 60 % 60, rem % 60);
+    let mut out = *b"[dd/Mon/yyyy:hh:mm:ss +0000]";
+    let two = |out: &mut [u8; 28], at: usize, v: u64| {
+        out[at] = b'0' + (v / 10) as u8;
+        out[at + 1] = b'0' + (v % 10) as u8;
+    };
+    two(&mut out, 1, d);
+    out[4..7].copy_from_slice(MONTHS[(m - 1) as usize]);
+    two(&mut out, 8, y / 100);
+    two(&mut out, 10, y % 100);
+    two(&mut out, 13, hh);
+    two(&mut out, 16, mm);
+    two(&mut out, 19, ss);
+    out
+}
+
+/// Days since 1970-01-01 to (year, month 1-12, day 1-31) in the proleptic
+/// Gregorian calendar (Howard Hinnant's `civil_from_days`, for days >= 0).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468; // days since 0000-03-01
+    let era = z / 146_097;
+    let doe = z % 146_097; // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from March 1
+    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+    use tessera_core::actix_web::http::StatusCode;
+    use tessera_core::actix_web::test::TestRequest;
+    use tessera_core::actix_web::HttpRequest;
+    use tessera_core::vhost::VhostInfo;
+
+    fn vhost() -> VhostInfo {
+        VhostInfo {
+            index: 0,
+            names: vec!["site.test".into()],
+            document_root: "/srv".into(),
+        }
+    }
+
+    /// 2000-10-10T13:55:36Z, Apache's documentation example.
+    fn apache_time() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(971_186_136)
+    }
+
+    fn line(fmt: &str, req: &HttpRequest, status: u16, bytes: u64, user: Option<&str>) -> String {
+        let vh = vhost();
+        let rec = LogRecord {
+            req,
+            vhost: &vh,
+            vhost_label: "site.test",
+            status: StatusCode::from_u16(status).unwrap(),
+            body_bytes: bytes,
+            start_time: apache_time(),
+            started: Instant::now(),
+            user,
+            complete: true,
+        };
+        let mut out = Vec::new();
+        LogFormat::compile(fmt)
+            .unwrap()
+            .write_line(&rec, &mut TimeCache::default(), &mut out);
+        String::from_utf8(out).expect("escaped lines are ASCII")
+    }
+
+    fn get(uri: &str) -> TestRequest {
+        TestRequest::default()
+            .uri(uri)
+            .peer_addr("192.0.2.7:51234".parse().unwrap())
+            .insert_header(("host", "site.test"))
+    }
+
+    #[test]
+    fn common_and_combined_compile_to_the_clf_fields() {
+        assert_eq!(
+            LogFormat::compile("common").unwrap(),
+            LogFormat::compile(COMMON).unwrap()
+        );
+        assert_eq!(
+            LogFormat::compile("combined").unwrap().pieces[..13],
+            LogFormat::compile(COMMON).unwrap().pieces[..]
+        );
+        let c = LogFormat::compile("combined").unwrap();
+        assert_eq!(
+            c.pieces[0..4],
+            [
+                Piece::ClientIp,
+                Piece::Literal(" ".into()),
+                Piece::Ident,
+                Piece::Literal(" ".into())
+            ]
+        );
+        assert!(c
+            .pieces
+            .contains(&Piece::RequestHeader(HeaderName::from_static("user-agent"))));
+    }
+
+    #[test]
+    fn b37_common_line_has_seven_fields_with_dashes() {
+        let req = get("/").to_http_request();
+        assert_eq!(
+            line("common", &req, 404, 14, None),
+            r#"192.0.2.7 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 404 14"#
+        );
+        assert_eq!(
+            line("combined", &req, 200, 5, Some("ann")),
+            r#"192.0.2.7 - ann [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 5 "-" "-""#
+        );
+    }
+
+    #[test]
+    fn b38_bytes_dash_for_zero_and_zero_for_capital_b() {
+        let req = get("/").to_http_request();
+        assert_eq!(line("%b|%B", &req, 304, 0, None), "-|0");
+        assert_eq!(line("%b|%B", &req, 200, 1234, None), "1234|1234");
+    }
+
+    #[test]
+    fn b39_hostile_user_agent_cannot_forge_fields() {
+        let req = get("/a%22b")
+            .insert_header(("user-agent", r#"Demo" 200 999 "forged"#))
+            .insert_header(("referer", r"x\y"))
+            .to_http_request();
+        assert_eq!(
+            line("combined", &req, 200, 1, None),
+            r#"192.0.2.7 - - [10/Oct/2000:13:55:36 +0000] "GET /a%22b HTTP/1.1" 200 1 "x\\y" "Demo\" 200 999 \"forged""#
+        );
+    }
+
+    #[test]
+    fn escaping_of_control_and_non_ascii_bytes() {
+        let mut out = Vec::new();
+        escape_into(&mut out, b"a\tb\x01\x7f\"\\ok");
+        assert_eq!(out, br#"a\x09b\x01\x7F\"\\ok"#);
+        out.clear();
+        escape_into(&mut out, "é€".as_bytes());
+        assert_eq!(out, br"\xC3\xA9\xE2\x82\xAC");
+        out.clear();
+        escape_into(&mut out, b"\r\nGET / HTTP/1.1");
+        assert_eq!(out, br"\x0D\x0AGET / HTTP/1.1");
+        // Header values with obs-text reach the log escaped.
+        let req = get("/")
+            .insert_header((
+                "user-agent",
+                tessera_core::actix_web::http::header::HeaderValue::from_bytes(b"caf\xE9\tx")
+                    .unwrap(),
+            ))
+            .to_http_request();
+        assert_eq!(line("%{User-Agent}i", &req, 200, 0, None), r"caf\xE9\x09x");
+        // A user name is a request value too.
+        assert_eq!(line("%u", &req, 200, 0, Some("a\"b\nc")), r#"a\"b\x0Ac"#);
+    }
+
+    #[test]
+    fn custom_format_directives() {
+        let req = TestRequest::default()
+            .uri("http://Site.test:8080/p/a%20th?x=1&y=%22")
+            .peer_addr("[::ffff:198.51.100.1]:9".parse().unwrap())
+            .method(tessera_core::actix_web::http::Method::HEAD)
+            .insert_header(("x-multi", "one"))
+            .append_header(("x-multi", "two"))
+            .to_http_request();
+        assert_eq!(
+            line(
+                "%a %v %V %m %U%q %H %s %<s %{X-MULTI}i %{x-none}i %% 100%%\t%D",
+                &req,
+                301,
+                0,
+                None
+            )
+            .rsplit_once('\t')
+            .unwrap()
+            .0,
+            "198.51.100.1 site.test Site.test:8080 HEAD /p/a%20th?x=1&y=%22 HTTP/1.1 301 301 one, two - % 100%"
+        );
+        assert_eq!(
+            line("%r", &req, 200, 0, None),
+            "HEAD http://Site.test:8080/p/a%20th?x=1&y=%22 HTTP/1.1"
+        );
+        let plain = TestRequest::default()
+            .uri("/x")
+            .peer_addr("[2001:db8::1]:443".parse().unwrap())
+            .to_http_request();
+        assert_eq!(
+            line("%h %V [%q] %T", &plain, 200, 0, None),
+            "2001:db8::1 - [] 0"
+        );
+        let no_peer = TestRequest::default().uri("/").to_http_request();
+        assert_eq!(line("%h", &no_peer, 200, 0, None), "-");
+    }
+
+    #[test]
+    fn unknown_and_unsupported_directives_are_config_errors() {
+        assert_eq!(
+            LogFormat::compile("%h %Z"),
+            Err(FormatError::UnknownDirective("%Z".into()))
+        );
+        assert_eq!(
+            LogFormat::compile("%>b"),
+            Err(FormatError::UnknownDirective("%>b".into()))
+        );
+        assert_eq!(
+            LogFormat::compile("%{%d/%b}t"),
+            Err(FormatError::UnknownDirective("%{%d/%b}t".into()))
+        );
+        let e = LogFormat::compile(r#""%{Content-Type}o""#).unwrap_err();
+        assert_eq!(e, FormatError::ResponseHeader("%{Content-Type}o".into()));
+        assert!(e.to_string().contains("response header"), "{e}");
+        assert_eq!(
+            LogFormat::compile("%h %"),
+            Err(FormatError::Incomplete("%".into()))
+        );
+        assert_eq!(
+            LogFormat::compile("%{Referer"),
+            Err(FormatError::Unterminated(0))
+        );
+        assert_eq!(
+            LogFormat::compile("%{Bad Name}i"),
+            Err(FormatError::BadHeaderName("%{Bad Name}i".into()))
+        );
+        assert_eq!(
+            LogFormat::compile("%h\n%u"),
+            Err(FormatError::ControlChar(2, b'\n'))
+        );
+        assert!(LogFormat::compile("%h\t%u é").is_ok());
+    }
+
+    #[test]
+    fn time_is_clf_utc() {
+        let mut c = TimeCache::default();
+        assert_eq!(c.get(apache_time()), b"[10/Oct/2000:13:55:36 +0000]");
+        assert_eq!(c.get(UNIX_EPOCH), b"[01/Jan/1970:00:00:00 +0000]");
+        // Leap day and the last second of a leap year.
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(c.get(t), b"[29/Feb/2000:00:00:00 +0000]");
+        let t = UNIX_EPOCH + Duration::from_secs(1_735_689_599);
+        assert_eq!(c.get(t), b"[31/Dec/2024:23:59:59 +0000]");
+        // Checked against httpdate for a spread of days.
+        for day in (0..40_000u64).step_by(37) {
+            let secs = day * 86_400 + 45_296;
+            let http = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
+            // "Sun, 06 Nov 1994 08:49:37 GMT"
+            let p: Vec<&str> = http.split([' ', ',']).filter(|s| !s.is_empty()).collect();
+            let want = format!("[{}/{}/{}:{} +0000]", p[1], p[2], p[3], p[4]);
+            assert_eq!(
+                std::str::from_utf8(c.get(UNIX_EPOCH + Duration::from_secs(secs))).unwrap(),
+                want
+            );
+        }
+    }
+}

@@ -1,0 +1,1217 @@
+//! `expires`: `Cache-Control: max-age` and `Expires` by URL path prefix or MIME
+//! type, with lighttpd mod_expire's rule grammar (`expire.url`,
+//! `expire.mimetypes`; nginx `expires`).
+//!
+//! ```toml
+//! [vhost.expires]
+//! url = { "/images/" = "access plus 1 months", "/" = "access plus 1 hours" }
+//! mime-types = { "image/" = "access plus 1 days", "text/css" = "modification plus 2 hours" }
+//! existing-cache-control = "merge"
+//! ```
+//!
+//! A matching `GET` or `HEAD` response with status 2xx or 304 gets
+//! `Cache-Control: max-age=N` (RFC 9111 §5.2.2.1) and `Expires: <now + N>` as an
+//! IMF-fixdate (RFC 9111 §5.3, RFC 9110 §5.6.7), so both always agree. Other
+//! statuses (a 401 challenge, a 404) are left alone (case B40), and `public` is
+//! never added: RFC 9111 §3.5 keeps shared caches from reusing responses to
+//! requests with `Authorization` unless the response opts in.
+//!
+//! Rules are parsed when the configuration is loaded; for an `access` rule the
+//! `max-age=N` value is prebuilt and the `Expires` value is cached per thread and
+//! second, so a request does not allocate unless a `Cache-Control` must be merged.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderValue};
+use tessera_core::actix_web::http::{Method, StatusCode};
+use tessera_core::actix_web::HttpResponse;
+use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
+
+/// Longest lifetime a rule may give: 2^31 seconds (about 68 years), the largest
+/// delta-seconds caches must handle (RFC 9111 §1.2.2).
+pub const MAX_EXPIRE_SECONDS: u32 = 1 << 31;
+
+/// Last second an IMF-fixdate can express: 9999-12-31T23:59:59Z.
+const MAX_HTTP_DATE: u64 = 253_402_300_799;
+
+/// What a rule's lifetime is counted from (lighttpd mod_expire `<base>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpireBase {
+    /// `access` or `now`: the time the response is sent.
+    Access,
+    /// `modification`: the response's `Last-Modified` time.
+    Modification,
+}
+
+/// A parsed rule such as `"access plus 1 months 2 days"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpireSpec {
+    /// The time the lifetime counts from.
+    pub base: ExpireBase,
+    /// The lifetime in seconds, at most [`MAX_EXPIRE_SECONDS`].
+    pub seconds: u32,
+}
+
+/// Why an expire rule could not be parsed. Each message quotes the whole input,
+/// for example `"access plus 1 mounths": unknown unit "mounths"`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpireParseError {
+    /// The rule is empty or only whitespace.
+    #[error("{input:?}: empty, expected \"<base> plus <number> <unit> ...\"")]
+    Empty {
+        /// The rule as given.
+        input: String,
+    },
+    /// The first word is not `access`, `now` or `modification`.
+    #[error("{input:?}: unknown base {base:?}, expected access, now or modification")]
+    UnknownBase {
+        /// The rule as given.
+        input: String,
+        /// The offending word.
+        base: String,
+    },
+    /// No `<number> <unit>` pair follows the base.
+    #[error("{input:?}: no \"<number> <unit>\" pair")]
+    MissingDuration {
+        /// The rule as given.
+        input: String,
+    },
+    /// A number is not a plain decimal integer (`-1`, `1.5`, `x`).
+    #[error("{input:?}: bad number {number:?}, expected decimal digits")]
+    BadNumber {
+        /// The rule as given.
+        input: String,
+        /// The offending word.
+        number: String,
+    },
+    /// A number has no unit after it.
+    #[error("{input:?}: missing unit after {number:?}")]
+    MissingUnit {
+        /// The rule as given.
+        input: String,
+        /// The number without a unit.
+        number: String,
+    },
+    /// A unit is not one of seconds, minutes, hours, days, weeks, months, years.
+    #[error(
+        "{input:?}: unknown unit {unit:?}, expected seconds, minutes, hours, days, weeks, months or years"
+    )]
+    UnknownUnit {
+        /// The rule as given.
+        input: String,
+        /// The offending word.
+        unit: String,
+    },
+    /// The total exceeds [`MAX_EXPIRE_SECONDS`].
+    #[error("{input:?}: longer than 2147483648 seconds (about 68 years, RFC 9111 §1.2.2)")]
+    TooLong {
+        /// The rule as given.
+        input: String,
+    },
+}
+
+/// Seconds per unit word (lighttpd mod_expire): singular, plural, and lighttpd's
+/// `sec`/`secs`/`min`/`mins`. A month is 30 days, a year 365 days.
+fn unit_seconds(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "second" | "seconds" | "sec" | "secs" => 1,
+        "minute" | "minutes" | "min" | "mins" => 60,
+        "hour" | "hours" => 3_600,
+        "day" | "days" => 86_400,
+        "week" | "weeks" => 604_800,
+        "month" | "months" => 2_592_000,
+        "year" | "years" => 31_536_000,
+        _ => return None,
+    })
+}
+
+/// Parses a lighttpd mod_expire rule: `<base> [plus] (<number> <unit>)+`.
+///
+/// `<base>` is `access`, `now` (the same) or `modification`; `plus` is optional,
+/// as in lighttpd and Apache mod_expires; `<number>` is a decimal integer;
+/// `<unit>` is `second(s)`, `minute(s)`, `hour(s)`, `day(s)`, `week(s)`,
+/// `month(s)` (30 days), `year(s)` (365 days), or lighttpd's `sec(s)`/`min(s)`.
+/// Words are case-sensitive and separated by any whitespace; a unit may follow
+/// its number directly (`2min1sec`), as lighttpd allows. The pairs are summed.
+///
+/// ```
+/// use tessera_modules::expires::{parse_expire, ExpireBase};
+/// let s = parse_expire("access plus 1 months 2 days").unwrap();
+/// assert_eq!((s.base, s.seconds), (ExpireBase::Access, 30 * 86400 + 2 * 86400));
+/// ```
+///
+/// # Errors
+/// [`ExpireParseError`] quoting the input: empty, unknown base, no pair, bad
+/// number, missing or unknown unit, or a total over [`MAX_EXPIRE_SECONDS`].
+pub fn parse_expire(s: &str) -> Result<ExpireSpec, ExpireParseError> {
+    let input = || s.to_owned();
+    let rest = s.trim_start();
+    if rest.is_empty() {
+        return Err(ExpireParseError::Empty { input: input() });
+    }
+    let (base_word, mut rest) = split_word(rest);
+    let base = match base_word {
+        "access" | "now" => ExpireBase::Access,
+        "modification" => ExpireBase::Modification,
+        _ => {
+            return Err(ExpireParseError::UnknownBase {
+                input: input(),
+                base: base_word.to_owned(),
+            })
+        }
+    };
+    rest = rest.trim_start();
+    if let ("plus", after) = split_word(rest) {
+        rest = after.trim_start();
+    }
+    if rest.is_empty() {
+        return Err(ExpireParseError::MissingDuration { input: input() });
+    }
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        // <number>: the run up to whitespace or the first letter.
+        let end = rest
+            .find(|c: char| c.is_whitespace() || c.is_alphabetic())
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at(end);
+        if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+            let word = if num.is_empty() {
+                split_word(rest).0
+            } else {
+                num
+            };
+            return Err(ExpireParseError::BadNumber {
+                input: input(),
+                number: word.to_owned(),
+            });
+        }
+        let n: u64 = num
+            .parse()
+            .map_err(|_| ExpireParseError::TooLong { input: input() })?;
+        // <unit>: the run up to whitespace or the next digit.
+        let after = after.trim_start();
+        let end = after
+            .find(|c: char| c.is_whitespace() || c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(end);
+        if unit.is_empty() {
+            return Err(ExpireParseError::MissingUnit {
+                input: input(),
+                number: num.to_owned(),
+            });
+        }
+        let mult = unit_seconds(unit).ok_or_else(|| ExpireParseError::UnknownUnit {
+            input: input(),
+            unit: unit.to_owned(),
+        })?;
+        total = n
+            .checked_mul(mult)
+            .and_then(|x| x.checked_add(total))
+            .filter(|&t| t <= u64::from(MAX_EXPIRE_SECONDS))
+            .ok_or_else(|| ExpireParseError::TooLong { input: input() })?;
+        rest = after.trim_start();
+    }
+    Ok(ExpireSpec {
+        base,
+        seconds: u32::try_from(total).expect("checked against MAX_EXPIRE_SECONDS"),
+    })
+}
+
+/// The first whitespace-delimited word of `s` (which starts with a non-space)
+/// and the rest.
+fn split_word(s: &str) -> (&str, &str) {
+    s.split_at(s.find(char::is_whitespace).unwrap_or(s.len()))
+}
+
+/// What to do when the response already has `Cache-Control`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExistingCacheControl {
+    /// Leave it alone if it has `max-age`, `no-store` or `no-cache`; otherwise
+    /// append `max-age=N` to the same single field (`public, must-revalidate,
+    /// max-age=2592000`, case B41) and set `Expires`. The default.
+    #[default]
+    Merge,
+    /// Leave `Cache-Control` and `Expires` alone entirely (lighttpd's behaviour).
+    Keep,
+    /// Replace it with `max-age=N` and set `Expires`.
+    Replace,
+}
+
+/// Options of `[vhost.expires]` (or of a rule's `expires` table).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ExpiresConfig {
+    /// URL path prefix to rule (lighttpd `expire.url`), tried in file order
+    /// against the decoded, normalized path; the first match wins. Prefixes
+    /// start with `/` and compare case-sensitively. Default: empty.
+    #[serde(default, deserialize_with = "ordered_table")]
+    pub url: Vec<(String, String)>,
+    /// MIME type or prefix to rule (lighttpd `expire.mimetypes`), tried in file
+    /// order after the `url` rules against the response's `Content-Type` without
+    /// parameters, case-insensitively (RFC 9110 §8.3.1). A key ending in `/` or
+    /// `*` is a prefix (`image/`, `image/*`), `""` or `*/*` matches every
+    /// response (even one without `Content-Type`), any other key (`text/css`)
+    /// matches exactly. A 304 without `Content-Type` is matched by the type its
+    /// path's extension suggests. Default: empty.
+    #[serde(default, deserialize_with = "ordered_table")]
+    pub mime_types: Vec<(String, String)>,
+    /// What to do when the response already has `Cache-Control`:
+    /// `"merge"` (default), `"keep"` or `"replace"`; see [`ExistingCacheControl`].
+    #[serde(default)]
+    pub existing_cache_control: ExistingCacheControl,
+}
+
+/// Deserializes a table of strings keeping its file order (serde_json is built
+/// with `preserve_order`).
+fn ordered_table<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<(String, String)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a table of keys to expire rules (\"access plus 1 days\")")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::with_capacity(m.size_hint().unwrap_or(0));
+            while let Some(entry) = m.next_entry::<String, String>()? {
+                v.push(entry);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_map(V)
+}
+
+/// A rule ready for requests.
+struct Rule {
+    spec: ExpireSpec,
+    /// `max-age=N`, prebuilt for `access` rules.
+    max_age: Option<HeaderValue>,
+}
+
+impl Rule {
+    fn new(table: &str, key: &str, text: &str) -> Result<Self, String> {
+        let spec = parse_expire(text).map_err(|e| format!("{table}.{key}: {e}"))?;
+        let max_age = (spec.base == ExpireBase::Access).then(|| max_age_value(spec.seconds.into()));
+        Ok(Rule { spec, max_age })
+    }
+}
+
+/// How a `mime-types` key matches a MIME type.
+enum MimeMatch {
+    /// Every response.
+    Any,
+    /// Types starting with this (lower-case).
+    Prefix(Box<str>),
+    /// Exactly this type (lower-case).
+    Exact(Box<str>),
+}
+
+impl MimeMatch {
+    fn new(key: &str) -> Result<Self, String> {
+        let k = key.to_ascii_lowercase();
+        if k.contains(|c: char| c.is_whitespace() || c == ';' || c == ',') {
+            return Err(format!(
+                "mime-types.{key}: expected a MIME type without parameters (\"text/css\") or a prefix (\"image/\")"
+            ));
+        }
+        if k.is_empty() || k == "*" || k == "*/*" {
+            return Ok(MimeMatch::Any);
+        }
+        if let Some(p) = k.strip_suffix('*') {
+            return Ok(MimeMatch::Prefix(p.into()));
+        }
+        if k.ends_with('/') {
+            return Ok(MimeMatch::Prefix(k.into()));
+        }
+        if !k.contains('/') {
+            return Err(format!(
+                "mime-types.{key}: expected a MIME type (\"text/css\"), a prefix (\"image/\") or \"\" for any"
+            ));
+        }
+        Ok(MimeMatch::Exact(k.into()))
+    }
+
+    fn matches(&self, mime: Option<&str>) -> bool {
+        match (self, mime) {
+            (MimeMatch::Any, _) => true,
+            (_, None) => false,
+            (MimeMatch::Prefix(p), Some(m)) => m
+                .as_bytes()
+                .get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p.as_bytes())),
+            (MimeMatch::Exact(e), Some(m)) => m.eq_ignore_ascii_case(e),
+        }
+    }
+}
+
+/// The `expires` module: see the [module documentation](self).
+pub struct Expires {
+    url: Box<[(Box<str>, Rule)]>,
+    mime: Box<[(MimeMatch, Rule)]>,
+    existing: ExistingCacheControl,
+}
+
+impl ModuleDecl for Expires {
+    const NAME: &'static str = "expires";
+    type Config = ExpiresConfig;
+
+    /// Parses every rule and key.
+    ///
+    /// # Errors
+    /// One line naming the key: a bad rule
+    /// (`url./images/: "access plus 1 mounths": unknown unit "mounths"`), a `url`
+    /// key not starting with `/`, or a `mime-types` key that is not a MIME type
+    /// or prefix.
+    fn build(cfg: ExpiresConfig, _cx: &BuildContext<'_>) -> Result<Self, String> {
+        let mut url = Vec::with_capacity(cfg.url.len());
+        for (k, v) in &cfg.url {
+            if !k.starts_with('/') {
+                return Err(format!("url.{k}: a URL path prefix must start with \"/\""));
+            }
+            url.push((Box::from(k.as_str()), Rule::new("url", k, v)?));
+        }
+        let mut mime = Vec::with_capacity(cfg.mime_types.len());
+        for (k, v) in &cfg.mime_types {
+            mime.push((MimeMatch::new(k)?, Rule::new("mime-types", k, v)?));
+        }
+        Ok(Expires {
+            url: url.into(),
+            mime: mime.into(),
+            existing: cfg.existing_cache_control,
+        })
+    }
+}
+
+impl Module for Expires {
+    /// [`Hooks::RESPONSE`], or [`Hooks::NONE`] when there are no rules.
+    fn hooks(&self) -> Hooks {
+        if self.url.is_empty() && self.mime.is_empty() {
+            Hooks::NONE
+        } else {
+            Hooks::RESPONSE
+        }
+    }
+
+    /// Sets `Cache-Control: max-age=N` and `Expires` on a matching `GET`/`HEAD`
+    /// 2xx or 304 response; see [`ExpiresConfig`] and [`ExistingCacheControl`].
+    fn on_response(&self, cx: &mut Ctx<'_>, res: &mut HttpResponse) {
+        let status = res.status();
+        if !(status.is_success() || status == StatusCode::NOT_MODIFIED) {
+            return;
+        }
+        let method = cx.req.method();
+        if method != Method::GET && method != Method::HEAD {
+            return;
+        }
+        let Some(rule) = self.rule_for(cx.path(), status, res.headers()) else {
+            return;
+        };
+        let headers = res.headers_mut();
+        let merge = match (headers.contains_key(header::CACHE_CONTROL), self.existing) {
+            (false, _) | (true, ExistingCacheControl::Replace) => false,
+            (true, ExistingCacheControl::Keep) => return,
+            (true, ExistingCacheControl::Merge) => {
+                if has_directive(headers, &[b"max-age", b"no-store", b"no-cache"]) {
+                    return;
+                }
+                true
+            }
+        };
+        let now = unix_secs(SystemTime::now());
+        let seconds = u64::from(rule.spec.seconds);
+        let (max_age, expires_at) = match rule.spec.base {
+            ExpireBase::Access => (seconds, now + seconds),
+            ExpireBase::Modification => {
+                let Some(modified) = headers
+                    .get(header::LAST_MODIFIED)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| httpdate::parse_http_date(v).ok())
+                else {
+                    return;
+                };
+                let at = unix_secs(modified) + seconds;
+                if at <= now {
+                    (0, at)
+                } else {
+                    let age = (at - now).min(u64::from(MAX_EXPIRE_SECONDS));
+                    (age, now + age)
+                }
+            }
+        };
+        // An IMF-fixdate ends with year 9999; keep max-age and Expires in step.
+        let (max_age, expires_at) = if expires_at > MAX_HTTP_DATE {
+            (MAX_HTTP_DATE.saturating_sub(now), MAX_HTTP_DATE)
+        } else {
+            (max_age, expires_at)
+        };
+        let cache_control = if merge {
+            match merged_cache_control(headers, max_age) {
+                Some(v) => v,
+                None => return,
+            }
+        } else {
+            match &rule.max_age {
+                Some(v) if max_age == seconds => v.clone(),
+                _ => max_age_value(max_age),
+            }
+        };
+        headers.insert(header::CACHE_CONTROL, cache_control);
+        headers.insert(header::EXPIRES, expires_value(expires_at));
+    }
+}
+
+impl Expires {
+    /// The first `url` rule whose prefix starts `path`, else the first
+    /// `mime-types` rule matching the response's MIME type.
+    fn rule_for(&self, path: &str, status: StatusCode, headers: &HeaderMap) -> Option<&Rule> {
+        if let Some((_, r)) = self.url.iter().find(|(p, _)| path.starts_with(&**p)) {
+            return Some(r);
+        }
+        if self.mime.is_empty() {
+            return None;
+        }
+        let mime = match headers.get(header::CONTENT_TYPE) {
+            Some(v) => v
+                .to_str()
+                .ok()
+                .map(|ct| ct.split(';').next().unwrap_or("").trim()),
+            // A 304 usually has no Content-Type (RFC 9110 §15.4.5): use the one
+            // the path's extension suggests, as static-file would send with 200.
+            None if status == StatusCode::NOT_MODIFIED => mime_guess::from_path(path).first_raw(),
+            None => None,
+        };
+        self.mime
+            .iter()
+            .find(|(m, _)| m.matches(mime))
+            .map(|(_, r)| r)
+    }
+}
+
+/// True when any `Cache-Control` line has one of `names` as a directive.
+fn has_directive(headers: &HeaderMap, names: &[&[u8]]) -> bool {
+    headers
+        .get_all(header::CACHE_CONTROL)
+        .flat_map(|v| Elements::new(v.as_bytes()))
+        .any(|e| {
+            let key = directive_name(e);
+            names.iter().any(|n| key.eq_ignore_ascii_case(n))
+        })
+}
+
+/// The existing `Cache-Control` lines joined as one, with `max-age=N` appended.
+fn merged_cache_control(headers: &HeaderMap, max_age: u64) -> Option<HeaderValue> {
+    let mut buf = Vec::with_capacity(96);
+    for e in headers
+        .get_all(header::CACHE_CONTROL)
+        .flat_map(|v| Elements::new(v.as_bytes()))
+    {
+        buf.extend_from_slice(e);
+        buf.extend_from_slice(b", ");
+    }
+    write!(buf, "max-age={max_age}").ok()?;
+    HeaderValue::from_maybe_shared(Bytes::from(buf)).ok()
+}
+
+/// `max-age=N` (RFC 9111 §5.2.2.1).
+fn max_age_value(seconds: u64) -> HeaderValue {
+    let mut buf = [0u8; 32];
+    let mut w = &mut buf[..];
+    write!(w, "max-age={seconds}").expect("fits: at most 28 bytes");
+    let len = 32 - w.len();
+    HeaderValue::from_bytes(&buf[..len]).expect("ASCII")
+}
+
+thread_local! {
+    /// The last `Expires` value built on this thread, by its Unix second.
+    static EXPIRES_CACHE: RefCell<Option<(u64, HeaderValue)>> = const { RefCell::new(None) };
+}
+
+/// `at` (Unix seconds, at most [`MAX_HTTP_DATE`]) as an IMF-fixdate, cached per
+/// thread for the last second asked.
+fn expires_value(at: u64) -> HeaderValue {
+    EXPIRES_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((s, v)) = &*c {
+            if *s == at {
+                return v.clone();
+            }
+        }
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(at));
+        let v = HeaderValue::try_from(date).expect("an HTTP-date is ASCII");
+        *c = Some((at, v.clone()));
+        v
+    })
+}
+
+/// Whole seconds since the Unix epoch, 0 before it.
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The elements of a list-valued field line (RFC 9110 §5.6.1): split at commas
+/// outside quoted strings, optional whitespace trimmed, empty elements skipped.
+struct Elements<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Elements<'a> {
+    fn new(line: &'a [u8]) -> Self {
+        Elements { rest: line }
+    }
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while !self.rest.is_empty() {
+            let r = self.rest;
+            let mut i = 0;
+            let mut quoted = false;
+            while i < r.len() {
+                match r[i] {
+                    b'\\' if quoted => i += 1,
+                    b'"' => quoted = !quoted,
+                    b',' if !quoted => break,
+                    _ => {}
+                }
+                i += 1;
+            }
+            let end = i.min(r.len());
+            self.rest = r.get(end + 1..).unwrap_or(&[]);
+            let e = trim_ows(&r[..end]);
+            if !e.is_empty() {
+                return Some(e);
+            }
+        }
+        None
+    }
+}
+
+/// A `Cache-Control` directive's name (before `=`).
+fn directive_name(e: &[u8]) -> &[u8] {
+    let end = e.iter().position(|&b| b == b'=').unwrap_or(e.len());
+    trim_ows(&e[..end])
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+    use tessera_core::actix_web::http::header::HeaderName;
+    use tessera_core::actix_web::test::TestRequest;
+    use tessera_core::vhost::VhostInfo;
+    use tessera_core::SharedState;
+
+    const MIN: u32 = 60;
+    const HOUR: u32 = 3_600;
+    const DAY: u32 = 86_400;
+
+    fn ok(s: &str) -> (ExpireBase, u32) {
+        let spec = parse_expire(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        (spec.base, spec.seconds)
+    }
+
+    fn secs(s: &str) -> u32 {
+        ok(s).1
+    }
+
+    fn err(s: &str) -> ExpireParseError {
+        parse_expire(s).expect_err(s)
+    }
+
+    #[test]
+    fn every_unit_singular_and_plural() {
+        let units = [
+            ("second", 1),
+            ("minute", MIN),
+            ("hour", HOUR),
+            ("day", DAY),
+            ("week", 7 * DAY),
+            ("month", 30 * DAY),
+            ("year", 365 * DAY),
+        ];
+        for (unit, mult) in units {
+            assert_eq!(secs(&format!("access plus 1 {unit}")), mult, "{unit}");
+            assert_eq!(secs(&format!("access plus 1 {unit}s")), mult, "{unit}s");
+            assert_eq!(secs(&format!("access plus 3 {unit}s")), 3 * mult, "{unit}s");
+        }
+        assert_eq!(secs("access plus 1 months"), 2_592_000);
+        assert_eq!(secs("access plus 1 years"), 31_536_000);
+        // lighttpd's abbreviations.
+        assert_eq!(secs("access plus 2 sec"), 2);
+        assert_eq!(secs("access plus 2 secs"), 2);
+        assert_eq!(secs("access plus 2 min"), 2 * MIN);
+        assert_eq!(secs("access plus 2 mins"), 2 * MIN);
+    }
+
+    #[test]
+    fn several_pairs_are_summed() {
+        assert_eq!(secs("access plus 1 months 2 days"), 32 * DAY);
+        assert_eq!(
+            secs("access plus 1 years 2 weeks 3 days 4 hours 5 minutes 6 seconds"),
+            365 * DAY + 14 * DAY + 3 * DAY + 4 * HOUR + 5 * MIN + 6
+        );
+        assert_eq!(secs("access plus 1 hours 1 hours"), 2 * HOUR);
+        assert_eq!(secs("access plus 2min1sec"), 2 * MIN + 1);
+    }
+
+    #[test]
+    fn bases() {
+        assert_eq!(ok("access plus 1 hours"), (ExpireBase::Access, HOUR));
+        assert_eq!(ok("now plus 1 hours"), (ExpireBase::Access, HOUR));
+        assert_eq!(
+            ok("modification plus 1 hours"),
+            (ExpireBase::Modification, HOUR)
+        );
+        assert_eq!(ok("access plus 0 seconds"), (ExpireBase::Access, 0));
+    }
+
+    #[test]
+    fn plus_is_optional_as_in_lighttpd() {
+        assert_eq!(ok("access 1 days"), (ExpireBase::Access, DAY));
+        assert_eq!(ok("now 1 day"), (ExpireBase::Access, DAY));
+        assert_eq!(
+            ok("modification 2 hours"),
+            (ExpireBase::Modification, 2 * HOUR)
+        );
+    }
+
+    #[test]
+    fn extra_whitespace() {
+        assert_eq!(secs("  access   plus  1   months  2 days  "), 32 * DAY);
+        assert_eq!(secs("access\tplus\t1\tdays"), DAY);
+    }
+
+    #[test]
+    fn empty() {
+        assert!(matches!(err(""), ExpireParseError::Empty { .. }));
+        assert!(matches!(err("   "), ExpireParseError::Empty { .. }));
+        assert_eq!(
+            err("").to_string(),
+            "\"\": empty, expected \"<base> plus <number> <unit> ...\""
+        );
+    }
+
+    #[test]
+    fn unknown_base() {
+        assert_eq!(
+            err("later plus 1 days"),
+            ExpireParseError::UnknownBase {
+                input: "later plus 1 days".into(),
+                base: "later".into()
+            }
+        );
+        assert!(matches!(
+            err("plus 1 days"),
+            ExpireParseError::UnknownBase { .. }
+        ));
+        assert!(matches!(
+            err("Access plus 1 days"),
+            ExpireParseError::UnknownBase { .. }
+        ));
+        assert!(matches!(
+            err("1 days"),
+            ExpireParseError::UnknownBase { .. }
+        ));
+    }
+
+    #[test]
+    fn missing_duration() {
+        for s in ["access", "access plus", "now plus   ", "modification"] {
+            assert!(
+                matches!(err(s), ExpireParseError::MissingDuration { .. }),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_number() {
+        for (s, word) in [
+            ("access plus x days", "x"),
+            ("access plus -1 days", "-1"),
+            ("access plus 1.5 days", "1.5"),
+            ("access plus days", "days"),
+            ("access plus 1 days plus 2 hours", "plus"),
+        ] {
+            assert_eq!(
+                err(s),
+                ExpireParseError::BadNumber {
+                    input: s.into(),
+                    number: word.into()
+                },
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_unit() {
+        assert_eq!(
+            err("access plus 1"),
+            ExpireParseError::MissingUnit {
+                input: "access plus 1".into(),
+                number: "1".into()
+            }
+        );
+        assert!(matches!(
+            err("access plus 1 2 days"),
+            ExpireParseError::MissingUnit { .. }
+        ));
+        assert!(matches!(
+            err("access plus 1 days 3"),
+            ExpireParseError::MissingUnit { .. }
+        ));
+    }
+
+    #[test]
+    fn unknown_unit() {
+        let e = err("access plus 1 mounths");
+        assert_eq!(
+            e,
+            ExpireParseError::UnknownUnit {
+                input: "access plus 1 mounths".into(),
+                unit: "mounths".into()
+            }
+        );
+        assert!(e
+            .to_string()
+            .starts_with("\"access plus 1 mounths\": unknown unit \"mounths\""));
+        assert!(matches!(
+            err("access plus 1 Days"),
+            ExpireParseError::UnknownUnit { .. }
+        ));
+        assert!(matches!(
+            err("access plus 1 d"),
+            ExpireParseError::UnknownUnit { .. }
+        ));
+        assert!(matches!(
+            err("access plus 1 fortnights"),
+            ExpireParseError::UnknownUnit { .. }
+        ));
+        assert_eq!(
+            err("access plus 1 days, 2 hours"),
+            ExpireParseError::UnknownUnit {
+                input: "access plus 1 days, 2 hours".into(),
+                unit: "days,".into()
+            }
+        );
+    }
+
+    #[test]
+    fn too_long() {
+        assert_eq!(secs("access plus 2147483648 seconds"), MAX_EXPIRE_SECONDS);
+        for s in [
+            "access plus 2147483649 seconds",
+            "access plus 69 years",
+            "access plus 99999999999999999999999 seconds",
+            "access plus 18446744073709551615 years",
+        ] {
+            assert!(matches!(err(s), ExpireParseError::TooLong { .. }), "{s}");
+        }
+    }
+
+    // ---- the module ----
+
+    fn vhost() -> VhostInfo {
+        VhostInfo {
+            index: 0,
+            names: vec!["site.test".into()],
+            document_root: std::env::temp_dir(),
+        }
+    }
+
+    fn build(json: serde_json::Value) -> Result<Expires, String> {
+        let cfg: ExpiresConfig = serde_json::from_value(json).map_err(|e| e.to_string())?;
+        let v = vhost();
+        let shared = SharedState::default();
+        let cx = BuildContext {
+            vhost: &v,
+            config_dir: std::path::Path::new("."),
+            shared: &shared,
+        };
+        Expires::build(cfg, &cx)
+    }
+
+    fn response(status: u16, headers: &[(&str, &str)]) -> HttpResponse {
+        let mut res = HttpResponse::new(StatusCode::from_u16(status).unwrap());
+        for (n, v) in headers {
+            res.headers_mut().append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        res
+    }
+
+    fn run_method(m: &Expires, method: Method, path: &str, res: &mut HttpResponse) {
+        let req = TestRequest::default()
+            .method(method)
+            .uri(path)
+            .to_http_request();
+        let v = vhost();
+        let mut cx = Ctx::new(&req, &v, Cow::Owned(path.to_owned()));
+        m.on_response(&mut cx, res);
+    }
+
+    fn run(m: &Expires, path: &str, res: &mut HttpResponse) {
+        run_method(m, Method::GET, path, res);
+    }
+
+    fn values(res: &HttpResponse, name: &str) -> Vec<String> {
+        res.headers()
+            .get_all(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn cache_control(res: &HttpResponse) -> Option<String> {
+        let v = values(res, "cache-control");
+        assert!(v.len() <= 1, "one Cache-Control line: {v:?}");
+        v.into_iter().next()
+    }
+
+    fn expires_at(res: &HttpResponse) -> u64 {
+        let v = res
+            .headers()
+            .get("expires")
+            .expect("Expires")
+            .to_str()
+            .unwrap();
+        assert!(v.ends_with(" GMT") && v.len() == 29, "IMF-fixdate: {v}");
+        unix_secs(httpdate::parse_http_date(v).unwrap())
+    }
+
+    fn now() -> u64 {
+        unix_secs(SystemTime::now())
+    }
+
+    /// Expires must equal now + max-age (allowing the clock to tick once).
+    fn assert_agree(res: &HttpResponse, before: u64) {
+        let cc = cache_control(res).unwrap();
+        let age: u64 = cc.rsplit("max-age=").next().unwrap().parse().unwrap();
+        let at = expires_at(res);
+        assert!(at >= before + age && at <= now() + age, "{cc} vs {at}");
+    }
+
+    #[test]
+    fn url_rules_first_match_in_file_order() {
+        let m = build(serde_json::json!({
+            "url": {"/images/": "access plus 1 months", "/": "access plus 1 hours"},
+            "mime-types": {"image/": "access plus 1 days"},
+        }))
+        .unwrap();
+        let before = now();
+        let mut res = response(200, &[("content-type", "image/png")]);
+        run(&m, "/images/logo.png", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=2592000"));
+        assert_agree(&res, before);
+
+        let mut res = response(200, &[("content-type", "image/png")]);
+        run(&m, "/logo.png", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=3600"));
+        assert_agree(&res, before);
+    }
+
+    #[test]
+    fn mime_rules_after_url_rules() {
+        let m = build(serde_json::json!({
+            "url": {"/static/": "access plus 1 weeks"},
+            "mime-types": {
+                "text/css": "access plus 2 hours",
+                "image/": "access plus 1 days",
+                "text/*": "access plus 1 minutes",
+            },
+        }))
+        .unwrap();
+        for (ct, expect) in [
+            ("text/css; charset=utf-8", Some("max-age=7200")),
+            ("TEXT/CSS", Some("max-age=7200")),
+            ("image/svg+xml", Some("max-age=86400")),
+            ("text/html", Some("max-age=60")),
+            ("text/cssx", Some("max-age=60")),
+            ("application/json", None),
+        ] {
+            let mut res = response(200, &[("content-type", ct)]);
+            run(&m, "/a", &mut res);
+            assert_eq!(cache_control(&res).as_deref(), expect, "{ct}");
+        }
+        let mut res = response(200, &[("content-type", "text/css")]);
+        run(&m, "/static/a.css", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=604800"));
+        // No Content-Type: only a catch-all key would match.
+        let mut res = response(200, &[]);
+        run(&m, "/a.css", &mut res);
+        assert_eq!(cache_control(&res), None);
+    }
+
+    #[test]
+    fn catch_all_mime_key() {
+        let m = build(serde_json::json!({"mime-types": {"": "access plus 5 seconds"}})).unwrap();
+        let mut res = response(200, &[]);
+        run(&m, "/x", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=5"));
+    }
+
+    #[test]
+    fn not_modified_uses_the_path_type() {
+        let m = build(serde_json::json!({"mime-types": {"image/": "access plus 1 days"}})).unwrap();
+        let mut res = response(304, &[]);
+        run(&m, "/logo.png", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=86400"));
+        assert!(res.headers().contains_key("expires"));
+    }
+
+    #[test]
+    fn only_2xx_and_304() {
+        // B40: a 401 challenge or a 404 gets no long max-age.
+        let m = build(serde_json::json!({"url": {"/": "access plus 1 days"}})).unwrap();
+        for (code, applied) in [
+            (200, true),
+            (204, true),
+            (206, true),
+            (304, true),
+            (301, false),
+            (401, false),
+            (403, false),
+            (404, false),
+            (500, false),
+        ] {
+            let mut res = response(code, &[]);
+            run(&m, "/secret.html", &mut res);
+            assert_eq!(cache_control(&res).is_some(), applied, "{code}");
+            assert_eq!(res.headers().contains_key("expires"), applied, "{code}");
+        }
+    }
+
+    #[test]
+    fn only_get_and_head() {
+        let m = build(serde_json::json!({"url": {"/": "access plus 1 days"}})).unwrap();
+        for (method, applied) in [
+            (Method::GET, true),
+            (Method::HEAD, true),
+            (Method::POST, false),
+            (Method::PUT, false),
+        ] {
+            let mut res = response(200, &[]);
+            run_method(&m, method.clone(), "/a", &mut res);
+            assert_eq!(cache_control(&res).is_some(), applied, "{method}");
+        }
+    }
+
+    #[test]
+    fn never_adds_public() {
+        let m = build(serde_json::json!({"url": {"/": "access plus 1 days"}})).unwrap();
+        let mut res = response(200, &[]);
+        run(&m, "/secret.html", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=86400"));
+    }
+
+    #[test]
+    fn existing_merge_appends_to_the_same_field() {
+        // B41: one Cache-Control field, max-age merged with the extra directives.
+        let m = build(serde_json::json!({"url": {"/": "access plus 30 days"}})).unwrap();
+        let before = now();
+        let mut res = response(200, &[("cache-control", "public, must-revalidate")]);
+        run(&m, "/logo.png", &mut res);
+        assert_eq!(
+            cache_control(&res).as_deref(),
+            Some("public, must-revalidate, max-age=2592000")
+        );
+        assert_agree(&res, before);
+
+        let mut res = response(
+            200,
+            &[
+                ("cache-control", "public"),
+                ("cache-control", "must-revalidate"),
+            ],
+        );
+        run(&m, "/logo.png", &mut res);
+        assert_eq!(
+            cache_control(&res).as_deref(),
+            Some("public, must-revalidate, max-age=2592000")
+        );
+    }
+
+    #[test]
+    fn existing_merge_leaves_explicit_policies() {
+        let m = build(serde_json::json!({"url": {"/": "access plus 30 days"}})).unwrap();
+        for cc in [
+            "max-age=60",
+            "no-store",
+            "No-Cache",
+            "private, no-cache=\"Set-Cookie\"",
+        ] {
+            let mut res = response(200, &[("cache-control", cc)]);
+            run(&m, "/a", &mut res);
+            assert_eq!(cache_control(&res).as_deref(), Some(cc));
+            assert!(!res.headers().contains_key("expires"), "{cc}");
+        }
+    }
+
+    #[test]
+    fn existing_keep_and_replace() {
+        let keep = build(serde_json::json!({
+            "url": {"/": "access plus 1 days"},
+            "existing-cache-control": "keep",
+        }))
+        .unwrap();
+        let mut res = response(
+            200,
+            &[
+                ("cache-control", "public"),
+                ("expires", "Thu, 01 Jan 1970 00:00:00 GMT"),
+            ],
+        );
+        run(&keep, "/a", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("public"));
+        assert_eq!(values(&res, "expires"), ["Thu, 01 Jan 1970 00:00:00 GMT"]);
+        // keep only concerns responses that already have Cache-Control.
+        let mut res = response(200, &[]);
+        run(&keep, "/a", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=86400"));
+
+        let replace = build(serde_json::json!({
+            "url": {"/": "access plus 1 days"},
+            "existing-cache-control": "replace",
+        }))
+        .unwrap();
+        let mut res = response(200, &[("cache-control", "max-age=5, public")]);
+        run(&replace, "/a", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=86400"));
+        assert_eq!(values(&res, "expires").len(), 1);
+    }
+
+    #[test]
+    fn modification_base() {
+        let m = build(serde_json::json!({"url": {"/": "modification plus 1 hours"}})).unwrap();
+        // Modified 10 minutes ago: 50 minutes left.
+        let before = now();
+        let lm = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(before - 600));
+        let mut res = response(200, &[("last-modified", &lm)]);
+        run(&m, "/a", &mut res);
+        let cc = cache_control(&res).unwrap();
+        let age: u64 = cc.strip_prefix("max-age=").unwrap().parse().unwrap();
+        assert!((3000 - 1..=3000).contains(&age), "{cc}");
+        assert_agree(&res, before);
+        assert_eq!(expires_at(&res), before - 600 + 3600);
+    }
+
+    #[test]
+    fn modification_in_the_past_gives_max_age_zero() {
+        let m = build(serde_json::json!({"url": {"/": "modification plus 1 days"}})).unwrap();
+        let mut res = response(200, &[("last-modified", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        run(&m, "/a", &mut res);
+        assert_eq!(cache_control(&res).as_deref(), Some("max-age=0"));
+        assert_eq!(values(&res, "expires"), ["Mon, 07 Nov 1994 08:49:37 GMT"]);
+    }
+
+    #[test]
+    fn modification_without_last_modified_sets_nothing() {
+        let m = build(serde_json::json!({"url": {"/": "modification plus 1 days"}})).unwrap();
+        for headers in [&[][..], &[("last-modified", "yesterday")][..]] {
+            let mut res = response(200, headers);
+            run(&m, "/a", &mut res);
+            assert_eq!(cache_control(&res), None);
+            assert!(!res.headers().contains_key("expires"));
+        }
+    }
+
+    #[test]
+    fn expires_replaces_an_existing_expires() {
+        let m = build(serde_json::json!({"url": {"/": "access plus 1 hours"}})).unwrap();
+        let before = now();
+        let mut res = response(200, &[("expires", "0")]);
+        run(&m, "/a", &mut res);
+        assert_eq!(values(&res, "expires").len(), 1);
+        assert_agree(&res, before);
+    }
+
+    #[test]
+    fn expires_value_is_cached_and_correct() {
+        let a = expires_value(784_111_777);
+        assert_eq!(a, "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(expires_value(784_111_777), a);
+        assert_eq!(expires_value(784_111_778), "Sun, 06 Nov 1994 08:49:38 GMT");
+        assert_eq!(
+            expires_value(MAX_HTTP_DATE),
+            "Fri, 31 Dec 9999 23:59:59 GMT"
+        );
+        assert_eq!(
+            max_age_value(u64::from(MAX_EXPIRE_SECONDS)),
+            "max-age=2147483648"
+        );
+    }
+
+    #[test]
+    fn build_errors_name_the_key() {
+        let e = build(serde_json::json!({"url": {"/images/": "access plus 1 mounths"}}))
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with(r#"url./images/: "access plus 1 mounths": unknown unit "mounths""#),
+            "{e}"
+        );
+        let e = build(serde_json::json!({"mime-types": {"text/css": "later 1 days"}}))
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with(r#"mime-types.text/css: "later 1 days": unknown base"#),
+            "{e}"
+        );
+        let e = build(serde_json::json!({"url": {"images/": "access plus 1 days"}}))
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("url.images/: a URL path prefix must start"),
+            "{e}"
+        );
+        let e = build(serde_json::json!({"mime-types": {"image": "access plus 1 days"}}))
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("mime-types.image: expected a MIME type"),
+            "{e}"
+        );
+        let e =
+            build(serde_json::json!({"mime-types": {"text/html; charset=utf-8": "access 1 days"}}))
+                .err()
+                .unwrap();
+        assert!(e.contains("without parameters"), "{e}");
+        let e = build(serde_json::json!({"existing-cache-control": "overwrite"}))
+            .err()
+            .unwrap();
+        assert!(e.contains("unknown variant `overwrite`"), "{e}");
+        let e = build(serde_json::json!({"mimetypes": {}})).err().unwrap();
+        assert!(e.contains("unknown field `mimetypes`"), "{e}");
+    }
+
+    #[test]
+    fn hooks_none_without_rules() {
+        assert_eq!(build(serde_json::json!({})).unwrap().hooks(), Hooks::NONE);
+        assert_eq!(
+            build(serde_json::json!({"url": {"/": "now 1 day"}}))
+                .unwrap()
+                .hooks(),
+            Hooks::RESPONSE
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Conditional requests (RFC 9110 §13): ETag comparison (§8.8.3.2) and the
+//! evaluation order of §13.2.2.
+
+use std::time::SystemTime;
+
+use tessera_core::actix_web::http::header::{self, HeaderMap};
+
+/// The outcome of evaluating the preconditions of a GET or HEAD.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// Serve the representation (Range may still apply).
+    Proceed,
+    /// 304 Not Modified (§15.4.5).
+    NotModified,
+    /// 412 Precondition Failed (§15.5.13).
+    Failed,
+}
+
+/// Iterates the entity-tags of a list-valued field over all its lines:
+/// `(weak, opaque)` where `opaque` includes the quotes. Stops at the first malformed
+/// element (the rest of that field is ignored).
+fn tags(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = (bool, &str)> {
+    headers
+        .get_all(name)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| TagIter { rest: v })
+}
+
+struct TagIter<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for TagIter<'a> {
+    type Item = (bool, &'a str);
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.rest.trim_start_matches([' ', '\t', ',']);
+        if s.is_empty() {
+            return None;
+        }
+        let (weak, s) = match s.strip_prefix("W/") {
+            Some(t) => (true, t),
+            None => (false, s),
+        };
+        if !s.starts_with('"') {
+            self.rest = "";
+            return None;
+        }
+        let end = s[1..].find('"')? + 2;
+        self.rest = &s[end..];
+        Some((weak, &s[..end]))
+    }
+}
+
+fn is_star(headers: &HeaderMap, name: header::HeaderName) -> bool {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() == "*")
+}
+
+/// Parses an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate and the two obsolete forms);
+/// `None` when malformed, in which case the condition is ignored (§13.1.3, §13.1.4).
+fn date(headers: &HeaderMap, name: header::HeaderName) -> Option<SystemTime> {
+    let v = headers.get(name)?.to_str().ok()?;
+    httpdate::parse_http_date(v.trim()).ok()
+}
+
+/// Evaluates If-Match, If-Unmodified-Since, If-None-Match and If-Modified-Since in
+/// the order of RFC 9110 §13.2.2, for a GET or HEAD of an existing representation.
+///
+/// `etag` is the current strong ETag with quotes; `last_modified` the modification
+/// time truncated to whole seconds (`None` when it cannot be expressed as an
+/// HTTP-date). If-None-Match makes If-Modified-Since ignored and If-Match makes
+/// If-Unmodified-Since ignored; an If-Modified-Since later than the file's time still
+/// gives 304 (§13.1.3); a malformed date is ignored, never 412.
+pub fn evaluate(
+    headers: &HeaderMap,
+    etag: &str,
+    last_modified: Option<SystemTime>,
+) -> Precondition {
+    // Step 1: If-Match, strong comparison.
+    if headers.contains_key(header::IF_MATCH) {
+        let ok = is_star(headers, header::IF_MATCH)
+            || tags(headers, header::IF_MATCH).any(|(weak, t)| !weak && t == etag);
+        if !ok {
+            return Precondition::Failed;
+        }
+    } else if let Some(d) = date(headers, header::IF_UNMODIFIED_SINCE) {
+        // Step 2: If-Unmodified-Since, only without If-Match.
+        match last_modified {
+            Some(lm) if lm <= d => {}
+            _ => return Precondition::Failed,
+        }
+    }
+    // Step 3: If-None-Match, weak comparison.
+    if headers.contains_key(header::IF_NONE_MATCH) {
+        let matched = is_star(headers, header::IF_NONE_MATCH)
+            || tags(headers, header::IF_NONE_MATCH).any(|(_, t)| t == etag);
+        return if matched {
+            Precondition::NotModified
+        } else {
+            Precondition::Proceed
+        };
+    }
+    // Step 4: If-Modified-Since, only without If-None-Match.
+    if let (Some(d), Some(lm)) = (date(headers, header::IF_MODIFIED_SINCE), last_modified) {
+        if lm <= d {
+            return Precondition::NotModified;
+        }
+    }
+    Precondition::Proceed
+}
+
+/// If-Range (§13.1.5): true when the Range header should be honoured. An
+/// entity-tag must match strongly; a date must equal the Last-Modified exactly.
+/// Without If-Range, true.
+pub fn if_range(headers: &HeaderMap, etag: &str, last_modified: Option<SystemTime>) -> bool {
+    let Some(v) = headers.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) else {
+        return headers.get(header::IF_RANGE).is_none();
+    };
+    let v = v.trim();
+    if v.starts_with('"') || v.starts_with("W/") {
+        return v == etag;
+    }
+    match (httpdate::parse_http_date(v), last_modified) {
+        (Ok(d), Some(lm)) => d == lm,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+    use tessera_core::actix_web::http::header::{HeaderName, HeaderValue};
+
+    const TAG: &str = "\"abc\"";
+
+    fn h(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        m
+    }
+
+    fn lm() -> Option<SystemTime> {
+        Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+    }
+
+    fn at(secs: u64) -> String {
+        httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn none_match_lists_and_weak() {
+        let e = |v| evaluate(&h(&[("if-none-match", v)]), TAG, lm());
+        assert_eq!(e("\"x\", \"abc\""), Precondition::NotModified);
+        assert_eq!(e("W/\"abc\""), Precondition::NotModified);
+        assert_eq!(e("*"), Precondition::NotModified);
+        assert_eq!(e("\"x\""), Precondition::Proceed);
+        assert_eq!(e("\"a,b\", \"abc\""), Precondition::NotModified);
+        // two field lines combine
+        let two = h(&[("if-none-match", "\"x\""), ("if-none-match", "\"abc\"")]);
+        assert_eq!(evaluate(&two, TAG, lm()), Precondition::NotModified);
+    }
+
+    #[test]
+    fn if_match_strong() {
+        let e = |v| evaluate(&h(&[("if-match", v)]), TAG, lm());
+        assert_eq!(e("\"abc\""), Precondition::Proceed);
+        assert_eq!(e("*"), Precondition::Proceed);
+        assert_eq!(e("W/\"abc\""), Precondition::Failed);
+        assert_eq!(e("\"x\""), Precondition::Failed);
+    }
+
+    #[test]
+    fn precedence_13_2_2() {
+        // If-None-Match present: If-Modified-Since ignored.
+        let m = h(&[
+            ("if-none-match", "\"x\""),
+            ("if-modified-since", &at(1_800_000_000)),
+        ]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::Proceed);
+        // If-Match present: If-Unmodified-Since ignored.
+        let m = h(&[("if-match", TAG), ("if-unmodified-since", &at(1_000))]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::Proceed);
+        let m = h(&[("if-unmodified-since", &at(1_000))]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::Failed);
+    }
+
+    #[test]
+    fn modified_since() {
+        let e = |v: &str| evaluate(&h(&[("if-modified-since", v)]), TAG, lm());
+        assert_eq!(e(&at(1_700_000_000)), Precondition::NotModified);
+        assert_eq!(e(&at(1_800_000_000)), Precondition::NotModified);
+        assert_eq!(e(&at(1_600_000_000)), Precondition::Proceed);
+        assert_eq!(e("yesterday"), Precondition::Proceed);
+        let m = h(&[("if-unmodified-since", "garbage")]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::Proceed);
+    }
+
+    #[test]
+    fn if_range_forms() {
+        assert!(if_range(&h(&[]), TAG, lm()));
+        assert!(if_range(&h(&[("if-range", TAG)]), TAG, lm()));
+        assert!(!if_range(&h(&[("if-range", "W/\"abc\"")]), TAG, lm()));
+        assert!(if_range(&h(&[("if-range", &at(1_700_000_000))]), TAG, lm()));
+        assert!(!if_range(
+            &h(&[("if-range", &at(1_700_000_001))]),
+            TAG,
+            lm()
+        ));
+        assert!(!if_range(&h(&[("if-range", "junk")]), TAG, lm()));
+    }
+}

@@ -1,0 +1,155 @@
+//! From a decoded, normalized request path to an open file under the document
+//! root, with the symlink policy applied to every component (case B22).
+
+use std::fs::{File, Metadata};
+use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// When symbolic links are followed (lighttpd `server.follow-symlink`, nginx
+/// `disable_symlinks`, Apache `SymLinksIfOwnerMatch`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SymlinkPolicy {
+    /// Follow links whose final target stays inside the document root (default).
+    #[default]
+    InsideRoot,
+    /// Follow every link, wherever it points.
+    Always,
+    /// Refuse any path with a link in any component.
+    Never,
+    /// Follow a link only when the link and its target have the same owner.
+    OwnerMatch,
+}
+
+/// What a path resolves to.
+#[derive(Debug)]
+pub enum Resolved {
+    /// Nothing there (or a file asked for as a directory).
+    NotFound,
+    /// There, but refused: symlink policy, permissions, or not a regular file.
+    Forbidden,
+    /// A directory.
+    Dir,
+    /// A regular file, opened, with the metadata of the open descriptor (so that
+    /// size and validators describe the bytes that will be sent, case B42).
+    File(File, Metadata),
+}
+
+fn io_refusal(e: &std::io::Error) -> Resolved {
+    match e.kind() {
+        ErrorKind::PermissionDenied => Resolved::Forbidden,
+        _ => Resolved::NotFound,
+    }
+}
+
+/// Opens `full` (= `root` joined with the request path), applying `policy`.
+/// `root` must be canonical.
+pub fn open(root: &Path, full: &Path, policy: SymlinkPolicy) -> Resolved {
+    if policy != SymlinkPolicy::Always {
+        let canonical = match std::fs::canonicalize(full) {
+            Ok(c) => c,
+            Err(e) => return io_refusal(&e),
+        };
+        let allowed = match policy {
+            SymlinkPolicy::InsideRoot => canonical.starts_with(root),
+            SymlinkPolicy::Never => canonical == full,
+            SymlinkPolicy::OwnerMatch => canonical == full || owners_match(root, full),
+            SymlinkPolicy::Always => true,
+        };
+        if !allowed {
+            return Resolved::Forbidden;
+        }
+    }
+    let file = match File::open(full) {
+        Ok(f) => f,
+        Err(e) => return io_refusal(&e),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return io_refusal(&e),
+    };
+    if meta.is_dir() {
+        Resolved::Dir
+    } else if meta.is_file() {
+        Resolved::File(file, meta)
+    } else {
+        Resolved::Forbidden
+    }
+}
+
+/// True when every symlink among the components of `full` below `root` has the
+/// same owner as its target.
+fn owners_match(root: &Path, full: &Path) -> bool {
+    let Ok(rel) = full.strip_prefix(root) else {
+        return false;
+    };
+    let mut p = PathBuf::from(root);
+    for c in rel.components() {
+        p.push(c);
+        let Ok(l) = std::fs::symlink_metadata(&p) else {
+            return false;
+        };
+        if l.file_type().is_symlink() {
+            match std::fs::metadata(&p) {
+                Ok(t) if t.uid() == l.uid() => {}
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+/// True when a path segment names a hidden file (starts with `.`), except
+/// `/.well-known/` as the first segment (RFC 8615, ACME HTTP-01; case B23).
+pub fn has_hidden_segment(path: &str) -> bool {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .enumerate()
+        .any(|(i, s)| s.starts_with('.') && !(i == 0 && s == ".well-known"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden() {
+        assert!(has_hidden_segment("/.env"));
+        assert!(has_hidden_segment("/.git/"));
+        assert!(has_hidden_segment("/a/.htpasswd"));
+        assert!(!has_hidden_segment("/.well-known/acme-challenge/t1"));
+        assert!(has_hidden_segment("/a/.well-known/x"));
+        assert!(!has_hidden_segment("/a.b/c"));
+    }
+
+    #[test]
+    fn symlink_policies() {
+        let base = std::env::temp_dir().join(format!("tessera-resolve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(base.join("outside.txt"), "x").unwrap();
+        std::fs::write(root.join("d/in.txt"), "y").unwrap();
+        std::os::unix::fs::symlink(base.join("outside.txt"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink(root.join("d/in.txt"), root.join("in")).unwrap();
+        std::os::unix::fs::symlink(root.join("d"), root.join("dl")).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let o = |p: &str, pol| open(&root, &root.join(p), pol);
+        use SymlinkPolicy::*;
+        assert!(matches!(o("out", InsideRoot), Resolved::Forbidden));
+        assert!(matches!(o("in", InsideRoot), Resolved::File(..)));
+        assert!(matches!(o("dl/in.txt", InsideRoot), Resolved::File(..)));
+        assert!(matches!(o("out", Always), Resolved::File(..)));
+        assert!(matches!(o("in", Never), Resolved::Forbidden));
+        assert!(matches!(o("dl/in.txt", Never), Resolved::Forbidden));
+        assert!(matches!(o("d/in.txt", Never), Resolved::File(..)));
+        assert!(matches!(o("out", OwnerMatch), Resolved::File(..)));
+        assert!(matches!(o("d", InsideRoot), Resolved::Dir));
+        assert!(matches!(o("nope", InsideRoot), Resolved::NotFound));
+        assert!(matches!(o("d/in.txt/", InsideRoot), Resolved::NotFound));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}

@@ -1,0 +1,124 @@
+//! The `tessera` binary: command line, configuration, module registry, and the
+//! server. The only place that uses `anyhow`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use tessera_core::module::Hooks;
+use tessera_core::{Config, Registry};
+
+/// Tessera: a fast web server with a module pipeline, for sites that run on
+/// lighttpd, Cherokee or nginx today.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Configuration file.
+    #[arg(short = 'c', long = "config", default_value = "conf/server.toml")]
+    config: PathBuf,
+    /// Check the configuration, print a summary of vhosts, rules and module
+    /// pipelines, and exit (like `nginx -t`).
+    #[arg(short = 't', long = "test")]
+    test: bool,
+}
+
+fn registry() -> anyhow::Result<Registry> {
+    let mut reg = Registry::new();
+    tessera_modules::register_all(&mut reg)?;
+    Ok(reg)
+}
+
+fn summary(cfg: &Config) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "listen: {}", cfg.server.listen.join(", "));
+    let default = cfg.vhosts.default_vhost().info.index;
+    for v in cfg.vhosts.all() {
+        let _ = writeln!(
+            s,
+            "vhost \"{}\"{}: names [{}], document root {}",
+            v.label,
+            if v.info.index == default {
+                " (default)"
+            } else {
+                ""
+            },
+            v.info.names.join(", "),
+            v.info.document_root.display()
+        );
+        let base: Vec<&str> = v
+            .pipeline
+            .slots
+            .iter()
+            .filter(|sl| sl.vhost_instance.is_some())
+            .map(|sl| sl.name.as_str())
+            .collect();
+        let _ = writeln!(s, "  pipeline: {}", base.join(" -> "));
+        for (i, r) in v.pipeline.rules.iter().enumerate() {
+            let mods: Vec<&str> = v
+                .pipeline
+                .slots
+                .iter()
+                .filter(|sl| sl.rule_instances.iter().any(|(ri, _)| *ri == i))
+                .map(|sl| sl.name.as_str())
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {}: {:?}{} sets [{}]",
+                r.label,
+                r.matcher,
+                if r.is_final { " final" } else { "" },
+                mods.join(", ")
+            );
+        }
+    }
+    let _ = Hooks::NONE;
+    s
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let reg = match registry() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tessera: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    let sys = actix_rt::System::new();
+    let result: anyhow::Result<()> = sys.block_on(async {
+        let cfg = tessera_core::config::load(&cli.config, &reg);
+        let cfg = match cfg {
+            Ok(c) => c,
+            Err(e) => return Err(anyhow::Error::new(e)),
+        };
+        if cli.test {
+            print!("{}", summary(&cfg));
+            println!("configuration {} is ok", cli.config.display());
+            cfg.shutdown();
+            return Ok(());
+        }
+        init_tracing(&cfg.server.log_level);
+        tessera_core::server::run(Arc::new(cfg)).await?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tessera: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

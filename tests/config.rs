@@ -1,0 +1,175 @@
+//! Configuration errors: one clear message naming file, vhost, key and reason,
+//! non-zero exit, nothing bound. `tessera -t` prints the pipelines.
+
+use std::process::Command;
+
+use crate::util::{bin, site_config, TempDir};
+
+/// Runs `tessera -t -c FILE` with `config`; returns (success, stdout, stderr).
+fn check(config: &str, setup: impl FnOnce(&TempDir)) -> (bool, String, String, TempDir) {
+    let d = TempDir::new("cfg");
+    d.mkdir("www");
+    setup(&d);
+    let f = d.write("server.toml", config);
+    let out = Command::new(bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&f)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        d,
+    )
+}
+
+fn error(config: &str) -> String {
+    let (ok, _, err, d) = check(config, |_| {});
+    assert!(!ok, "accepted: {config}");
+    let file = d.path().join("server.toml");
+    assert!(
+        err.contains(&file.display().to_string()),
+        "no file name in {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
+    err
+}
+
+#[test]
+fn shipped_configuration_is_valid() {
+    let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/server.toml");
+    let out = Command::new(bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(conf)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("vhost \"localhost\" (default)"), "{stdout}");
+    assert!(stdout.contains("vhost \"static.localhost\""), "{stdout}");
+    assert!(
+        stdout.contains("access-log -> headers -> expires -> static-file"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("is ok"), "{stdout}");
+}
+
+#[test]
+fn unknown_module() {
+    let e = error(&site_config("\"static-file\", \"expirse\"", ""));
+    assert!(
+        e.contains("vhost \"site.test\": modules[1]: unknown module \"expirse\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_document_root() {
+    let cfg = site_config("\"static-file\"", "").replace("\"www\"", "\"nope\"");
+    let e = error(&cfg);
+    assert!(
+        e.contains("vhost \"site.test\": document-root:") && e.contains("nope"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_duration() {
+    let e = error(&site_config(
+        "\"expires\", \"static-file\"",
+        "[vhost.expires]\nurl = { \"/img/\" = \"access plus 3 mounths\" }\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": expires") && e.contains("mounths"),
+        "{e}"
+    );
+}
+
+#[test]
+fn two_vhosts_claim_one_name() {
+    let cfg = format!(
+        "{}\n[[vhost]]\nserver-names = [\"other.test\", \"SITE.test\"]\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+        site_config("\"static-file\"", "")
+    );
+    let e = error(&cfg);
+    assert!(e.contains("vhost \"other.test\": server-names: \"site.test\" is already claimed by vhost \"site.test\""), "{e}");
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let e = error(&site_config("\"static-file\"", "documentroot = \"www\"\n"));
+    assert!(
+        e.contains("vhost \"site.test\": documentroot: unknown key or module"),
+        "{e}"
+    );
+    let e = error(&site_config(
+        "\"static-file\"",
+        "[vhost.static-file]\nindex-file = [\"a\"]\n",
+    ));
+    assert!(
+        e.contains("static-file.index-file") && e.contains("unknown field"),
+        "{e}"
+    );
+    let e = error(&site_config("\"static-file\"", "").replace("workers = 2", "wrokers = 2"));
+    assert!(e.contains("server.wrokers") || e.contains("wrokers"), "{e}");
+}
+
+#[test]
+fn bad_rule_regex_names_the_rule() {
+    let e = error(&site_config(
+        "\"static-file\"",
+        "[[vhost.rule]]\nmatch = { any = [{ path-prefix = \"/a\" }, { path-regex = \"(\" }] }\n",
+    ));
+    assert!(
+        e.contains("rule[0].match.any[1].path-regex: invalid regular expression"),
+        "{e}"
+    );
+}
+
+#[test]
+fn toml_syntax_error() {
+    let e = error("[server\nlisten = 1\n");
+    assert!(
+        e.to_lowercase().contains("line") || e.contains("expected"),
+        "{e}"
+    );
+}
+
+#[test]
+fn nothing_is_bound_on_error() {
+    let d = TempDir::new("nobind");
+    let f = d.write(
+        "server.toml",
+        site_config("\"static-file\"", "")
+            .replace("127.0.0.1:0", "127.0.0.1:1")
+            .replace("\"www\"", "\"missing\""),
+    );
+    let out = Command::new(bin()).arg("-c").arg(&f).output().unwrap();
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("document-root"));
+}
+
+#[test]
+fn environment_overrides() {
+    let d = TempDir::new("env");
+    d.mkdir("www");
+    let f = d.write("server.toml", site_config("\"static-file\"", ""));
+    let out = Command::new(bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&f)
+        .env("TESSERA_SERVER__LISTEN", "not-an-address")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server.listen"), "{err}");
+}

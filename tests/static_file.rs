@@ -1,0 +1,383 @@
+//! `static-file` over real HTTP: methods, index files, redirects, validators,
+//! conditional requests, Range, MIME types, safe paths, symlinks, large files.
+
+use crate::util::Server;
+
+const SF: &str = "\"static-file\"";
+
+fn server() -> Server {
+    Server::site(SF, "", |d| {
+        d.write("www/index.html", "<h1>home</h1>");
+        d.write("www/ten.txt", "0123456789");
+        d.write("www/docs/index.html", "docs");
+        d.write("www/docs/page.html", "page");
+        d.mkdir("www/emptydir");
+        d.write("www/empty.bin", "");
+    })
+}
+
+#[test]
+fn get_and_head_agree() {
+    let s = server();
+    let g = s.get("/ten.txt");
+    assert_eq!(g.status, 200);
+    assert_eq!(g.body, b"0123456789");
+    assert_eq!(g.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(g.header("accept-ranges"), Some("bytes"));
+    let h = s.req("HEAD", "/ten.txt", &[]);
+    assert_eq!(h.status, 200);
+    assert_eq!(h.header("content-length"), Some("10"));
+    assert!(h.raw_body.is_empty(), "HEAD sent a body");
+    for k in ["etag", "last-modified", "content-type", "accept-ranges"] {
+        assert_eq!(g.header(k), h.header(k), "{k}");
+    }
+    assert!(g.header("etag").unwrap().starts_with('"'), "strong ETag");
+}
+
+#[test]
+fn other_methods_405_with_allow_and_unknown_501() {
+    let s = server();
+    for m in ["POST", "PUT", "DELETE", "PATCH"] {
+        let r = s.req(m, "/ten.txt", &["Content-Length: 0"]);
+        assert_eq!(r.status, 405, "{m}");
+        assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
+    }
+    let r = s.req("OPTIONS", "/ten.txt", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
+    assert_eq!(s.req("FROBNICATE", "/ten.txt", &[]).status, 501);
+    let r = s.req("OPTIONS", "*", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
+}
+
+#[test]
+fn index_files_and_slash_redirect() {
+    let s = server();
+    assert_eq!(s.get("/").text(), "<h1>home</h1>");
+    assert_eq!(s.get("/docs/").text(), "docs");
+    let r = s.get("/docs?a=1&b=2");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("http://site.test/docs/?a=1&b=2"));
+    // the request's own Host, port included, never the listen address
+    let r = s.req("GET", "/docs", &["Host: www.example.org:8443"]);
+    assert_eq!(
+        r.header("location"),
+        Some("http://www.example.org:8443/docs/")
+    );
+    assert_eq!(s.get("/emptydir/").status, 404);
+    assert_eq!(s.get("/ten.txt/").status, 404);
+}
+
+#[test]
+fn zero_length_file() {
+    let s = server();
+    let r = s.get("/empty.bin");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("0"));
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+}
+
+#[test]
+fn conditional_requests() {
+    let s = server();
+    let g = s.get("/ten.txt");
+    let etag = g.header("etag").unwrap().to_string();
+    let lm = g.header("last-modified").unwrap().to_string();
+    let r = s.req(
+        "GET",
+        "/ten.txt",
+        &[&format!("If-None-Match: \"x\", {etag}")],
+    );
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    assert!(r.body.is_empty());
+    assert_eq!(
+        s.req("GET", "/ten.txt", &[&format!("If-None-Match: W/{etag}")])
+            .status,
+        304
+    );
+    assert_eq!(s.req("GET", "/ten.txt", &["If-None-Match: *"]).status, 304);
+    assert_eq!(
+        s.req("GET", "/ten.txt", &[&format!("If-Modified-Since: {lm}")])
+            .status,
+        304
+    );
+    // later than the file's time is still 304 (§13.1.3)
+    let later = httpdate::fmt_http_date(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(86400),
+    );
+    assert_eq!(
+        s.req("GET", "/ten.txt", &[&format!("If-Modified-Since: {later}")])
+            .status,
+        304
+    );
+    // If-None-Match makes If-Modified-Since ignored (§13.2.2)
+    let r = s.req(
+        "GET",
+        "/ten.txt",
+        &[
+            "If-None-Match: \"other\"",
+            &format!("If-Modified-Since: {lm}"),
+        ],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        s.req("GET", "/ten.txt", &["If-Match: \"other\""]).status,
+        412
+    );
+    assert_eq!(
+        s.req("GET", "/ten.txt", &[&format!("If-Match: {etag}")])
+            .status,
+        200
+    );
+    assert_eq!(
+        s.req("GET", "/ten.txt", &[&format!("If-Match: W/{etag}")])
+            .status,
+        412
+    );
+    // If-Match makes If-Unmodified-Since ignored
+    let r = s.req(
+        "GET",
+        "/ten.txt",
+        &[
+            &format!("If-Match: {etag}"),
+            "If-Unmodified-Since: Thu, 01 Jan 1970 00:00:01 GMT",
+        ],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        s.req(
+            "GET",
+            "/ten.txt",
+            &["If-Unmodified-Since: Thu, 01 Jan 1970 00:00:01 GMT"]
+        )
+        .status,
+        412
+    );
+    // a malformed date is ignored, never 412
+    assert_eq!(
+        s.req("GET", "/ten.txt", &["If-Unmodified-Since: yesterday"])
+            .status,
+        200
+    );
+    assert_eq!(
+        s.req("GET", "/ten.txt", &["If-Modified-Since: yesterday"])
+            .status,
+        200
+    );
+}
+
+#[test]
+fn ranges() {
+    let s = server();
+    let r = s.req("GET", "/ten.txt", &["Range: bytes=2-4"]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, b"234");
+    assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
+    assert_eq!(r.header("content-length"), Some("3"));
+    assert_eq!(s.req("GET", "/ten.txt", &["Range: bytes=-3"]).body, b"789");
+    assert_eq!(s.req("GET", "/ten.txt", &["Range: bytes=7-"]).body, b"789");
+    let r = s.req("GET", "/ten.txt", &["Range: bytes=20-30"]);
+    assert_eq!(r.status, 416);
+    assert_eq!(r.header("content-range"), Some("bytes */10"));
+    // invalid Range is ignored
+    let r = s.req("GET", "/ten.txt", &["Range: bytes=5-1"]);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"0123456789"[..]));
+    // Range is ignored on HEAD and on other methods (§14.2)
+    let r = s.req("HEAD", "/ten.txt", &["Range: bytes=0-1"]);
+    assert_eq!((r.status, r.header("content-length")), (200, Some("10")));
+    // If-Range: a matching ETag honours Range, another one sends the whole file
+    let etag = s.get("/ten.txt").header("etag").unwrap().to_string();
+    assert_eq!(
+        s.req(
+            "GET",
+            "/ten.txt",
+            &["Range: bytes=0-0", &format!("If-Range: {etag}")]
+        )
+        .status,
+        206
+    );
+    assert_eq!(
+        s.req(
+            "GET",
+            "/ten.txt",
+            &["Range: bytes=0-0", "If-Range: \"old\""]
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
+fn multipart_byteranges() {
+    let s = server();
+    let r = s.req("GET", "/ten.txt", &["Range: bytes=0-1,5-6"]);
+    assert_eq!(r.status, 206);
+    let ct = r.header("content-type").unwrap();
+    let boundary = ct
+        .strip_prefix("multipart/byteranges; boundary=")
+        .expect(ct);
+    assert_eq!(
+        r.header("content-length")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap(),
+        r.body.len()
+    );
+    let text = r.text();
+    let parts: Vec<&str> = text.split(&format!("--{boundary}")).collect();
+    assert_eq!(parts.len(), 4, "{text}");
+    assert!(
+        parts[1].contains("Content-Range: bytes 0-1/10\r\n\r\n01\r\n"),
+        "{text}"
+    );
+    assert!(
+        parts[2].contains("Content-Type: text/plain; charset=utf-8"),
+        "{text}"
+    );
+    assert!(
+        parts[2].contains("Content-Range: bytes 5-6/10\r\n\r\n56\r\n"),
+        "{text}"
+    );
+    assert_eq!(parts[3], "--\r\n");
+}
+
+#[test]
+fn traversal_never_leaves_the_document_root() {
+    let s = server();
+    s.dir.write("secret.txt", "SECRET");
+    for p in [
+        "/../secret.txt",
+        "/../../etc/passwd",
+        "/..%2fsecret.txt",
+        "/%2e%2e/secret.txt",
+        "/%2e%2e%2fsecret.txt",
+        "/docs/../../secret.txt",
+        "/..%5csecret.txt",
+        "/%252e%252e/secret.txt",
+        "/..\\secret.txt",
+        "/a%00b",
+    ] {
+        let r = s.get(p);
+        assert!(r.status == 400 || r.status == 404, "{p}: {}", r.status);
+        assert!(!r.text().contains("SECRET"), "{p}");
+    }
+    // dot segments inside the root are fine
+    assert_eq!(s.get("/docs/../ten.txt").status, 200);
+}
+
+#[test]
+fn hidden_files_default_and_enabled() {
+    let s = server();
+    s.dir.write("www/.env", "KEY=1");
+    s.dir.write("www/.well-known/acme-challenge/t1", "tok");
+    assert_eq!(s.get("/.env").status, 404);
+    assert_eq!(s.get("/%2eenv").status, 404);
+    assert_eq!(s.get("/.well-known/acme-challenge/t1").text(), "tok");
+    let s2 = Server::site(SF, "[vhost.static-file]\nhidden-files = true\n", |d| {
+        d.write("www/.env", "KEY=1");
+    });
+    assert_eq!(s2.get("/.env").text(), "KEY=1");
+}
+
+#[test]
+fn symlinks_follow_policy() {
+    let setup = |d: &crate::util::TempDir| {
+        d.write("outside/secret.txt", "SECRET");
+        d.write("www/real/in.txt", "inside");
+        std::os::unix::fs::symlink(d.path().join("outside"), d.path().join("www/out")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("outside/secret.txt"), d.path().join("www/s"))
+            .unwrap();
+        std::os::unix::fs::symlink(d.path().join("www/real/in.txt"), d.path().join("www/in"))
+            .unwrap();
+    };
+    let s = Server::site(SF, "", setup);
+    assert_eq!(s.get("/s").status, 403);
+    assert_eq!(s.get("/out/secret.txt").status, 403);
+    assert_eq!(s.get("/in").text(), "inside");
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nfollow-symlinks = \"never\"\n",
+        setup,
+    );
+    assert_eq!(s.get("/in").status, 403);
+    assert_eq!(s.get("/real/in.txt").text(), "inside");
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nfollow-symlinks = \"always\"\n",
+        setup,
+    );
+    assert_eq!(s.get("/out/secret.txt").text(), "SECRET");
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nfollow-symlinks = \"owner-match\"\n",
+        setup,
+    );
+    assert_eq!(s.get("/s").text(), "SECRET");
+}
+
+#[test]
+fn mime_types_and_overrides() {
+    let s = Server::site(SF, "[vhost.static-file]\nmime-types = { md = \"text/markdown; charset=utf-8\", dat = \"application/x-data\" }\n", |d| {
+        d.write("www/a.css", "a{}");
+        d.write("www/a.md", "# a");
+        d.write("www/a.dat", "x");
+        d.write("www/a.png", "x");
+        d.write("www/Packages.qqzz", "x");
+    });
+    assert_eq!(
+        s.get("/a.css").header("content-type"),
+        Some("text/css; charset=utf-8")
+    );
+    assert_eq!(
+        s.get("/a.md").header("content-type"),
+        Some("text/markdown; charset=utf-8")
+    );
+    assert_eq!(
+        s.get("/a.dat").header("content-type"),
+        Some("application/x-data")
+    );
+    assert_eq!(s.get("/a.png").header("content-type"), Some("image/png"));
+    assert_eq!(
+        s.get("/Packages.qqzz").header("content-type"),
+        Some("application/octet-stream")
+    );
+}
+
+#[test]
+fn large_file_streams_exactly() {
+    let s = server();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    s.dir.write("www/big.bin", &data);
+    let r = s.get("/big.bin");
+    assert_eq!(r.header("content-length"), Some("3000000"));
+    assert!(r.body == data, "body differs");
+    let r = s.req("GET", "/big.bin", &["Range: bytes=1000000-1999999"]);
+    assert!(r.body == data[1_000_000..2_000_000]);
+}
+
+#[test]
+fn files_above_4_gib() {
+    let s = server();
+    let f = std::fs::File::create(s.root().join("huge.bin")).unwrap();
+    let size: u64 = (5 << 30) + 7;
+    f.set_len(size).unwrap(); // sparse: no disk used
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"TAIL", size - 4).unwrap();
+    let h = s.req("HEAD", "/huge.bin", &[]);
+    assert_eq!(h.header("content-length"), Some(size.to_string().as_str()));
+    let r = s.req("GET", "/huge.bin", &["Range: bytes=-4"]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, b"TAIL");
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes {}-{}/{size}", size - 4, size - 1).as_str())
+    );
+    let r = s.req(
+        "GET",
+        "/huge.bin",
+        &[&format!("Range: bytes={}-{}", 1u64 << 32, (1u64 << 32) + 1)],
+    );
+    assert_eq!(r.body, b"\0\0");
+}

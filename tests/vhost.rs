@@ -1,0 +1,98 @@
+//! Virtual host selection (RFC 9110 §7.2, RFC 9112 §3.2) and request-level
+//! protocol checks, over real HTTP.
+
+use crate::util::Server;
+
+fn two_sites() -> Server {
+    let cfg = r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+
+[[vhost]]
+server-names = ["default.test"]
+default = true
+document-root = "d"
+modules = ["static-file"]
+
+[[vhost]]
+server-names = ["site.test", "[::1]"]
+document-root = "a"
+modules = ["static-file"]
+
+[[vhost]]
+server-names = ["*.example.com"]
+document-root = "w"
+modules = ["static-file"]
+
+[[vhost]]
+server-names = ["*.deep.example.com"]
+document-root = "deep"
+modules = ["static-file"]
+"#;
+    Server::start(cfg, |d| {
+        for (dir, body) in [("d", "D"), ("a", "A"), ("w", "W"), ("deep", "DEEP")] {
+            d.write(&format!("{dir}/index.html"), body);
+        }
+    })
+}
+
+fn body_for(s: &Server, host_line: &str) -> String {
+    let r = s.req("GET", "/", &[host_line]);
+    assert_eq!(r.status, 200, "{host_line}");
+    r.text()
+}
+
+#[test]
+fn host_matching() {
+    let s = two_sites();
+    assert_eq!(body_for(&s, "Host: site.test"), "A");
+    assert_eq!(body_for(&s, "Host: SITE.Test"), "A");
+    assert_eq!(body_for(&s, "Host: site.test:8080"), "A");
+    assert_eq!(body_for(&s, "Host: site.test."), "A");
+    assert_eq!(body_for(&s, "Host: site.test.:80"), "A");
+    assert_eq!(body_for(&s, "Host: [::1]:8080"), "A");
+    assert_eq!(body_for(&s, "Host: a.example.com"), "W");
+    assert_eq!(body_for(&s, "Host: x.deep.example.com"), "DEEP");
+    assert_eq!(body_for(&s, "Host: example.com"), "D");
+    assert_eq!(body_for(&s, "Host: unknown.test"), "D");
+}
+
+#[test]
+fn http10_without_host_gets_default_and_http11_without_host_400() {
+    let s = two_sites();
+    let raw = s.raw(b"GET / HTTP/1.0\r\n\r\n");
+    let r = crate::util::Response::parse(&raw, false);
+    assert_eq!((r.status, r.text().as_str()), (200, "D"));
+    let raw = s.raw(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(crate::util::Response::parse(&raw, false).status, 400);
+}
+
+#[test]
+fn duplicate_or_invalid_host_is_400() {
+    let s = two_sites();
+    assert_eq!(
+        s.req("GET", "/", &["Host: site.test", "Host: site.test"])
+            .status,
+        400
+    );
+    assert_eq!(s.req("GET", "/", &["Host: a b"]).status, 400);
+    assert_eq!(s.req("GET", "/", &["Host: site.test/x"]).status, 400);
+}
+
+#[test]
+fn absolute_form_target_wins_over_host() {
+    let s = two_sites();
+    let r = s.req("GET", "http://site.test/", &["Host: other.test"]);
+    assert_eq!((r.status, r.text().as_str()), (200, "A"));
+}
+
+#[test]
+fn header_line_without_colon_is_400() {
+    let s = two_sites();
+    let raw = s.raw(
+        b"GET / HTTP/1.1\r\nHost: site.test\r\nthis line has no colon\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+}
