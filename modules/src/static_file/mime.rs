@@ -167,7 +167,7 @@ mod tests {
             .ends_with("javascript; charset=utf-8"));
         assert_eq!(t.lookup(Some("md")), "text/markdown; charset=utf-8");
         assert_eq!(t.lookup(Some("png")), "image/png");
-        assert_eq!(t.lookup(Some("xyz")), DEFAULT_TYPE);
+        assert_eq!(t.lookup(Some("qqzz")), DEFAULT_TYPE);
         assert_eq!(t.lookup(None), DEFAULT_TYPE);
     }
 
