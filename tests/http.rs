@@ -4,6 +4,7 @@
 mod util;
 
 mod access_log;
+mod cases;
 mod config;
 mod rules;
 mod static_file;

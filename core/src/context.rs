@@ -17,6 +17,7 @@ pub struct Ctx<'a> {
     path: Cow<'a, str>,
     /// The authenticated user, once a module established one (logged as `%u`).
     pub user: Option<String>,
+    rewritten: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -28,6 +29,7 @@ impl<'a> Ctx<'a> {
             vhost,
             path,
             user: None,
+            rewritten: false,
         }
     }
 
@@ -37,8 +39,11 @@ impl<'a> Ctx<'a> {
         &self.path
     }
 
-    /// Replaces the path (an internal rewrite). The new path is normalized the same
-    /// way as a request path; it is not percent-decoded again.
+    /// Replaces the path (an internal rewrite, lighttpd `url.rewrite`, Cherokee
+    /// internal redirection). The new path is normalized the same way as a
+    /// request path; it is not percent-decoded again. When a request-phase hook
+    /// rewrites the path, the core resolves the rules again for the new path and
+    /// restarts the request phase, at most [`MAX_REWRITES`] times (then 500).
     ///
     /// # Errors
     /// [`crate::path::PathError`] when it does not start with `/` or climbs above
@@ -47,7 +52,14 @@ impl<'a> Ctx<'a> {
         let encoded = crate::path::encode(path);
         let normal = crate::path::normalize(&encoded)?.into_owned();
         self.path = Cow::Owned(normal);
+        self.rewritten = true;
         Ok(())
+    }
+
+    /// True once after [`Ctx::set_path`] was called (used by the core to restart
+    /// rule resolution).
+    pub fn take_rewritten(&mut self) -> bool {
+        std::mem::take(&mut self.rewritten)
     }
 
     /// The query string as received (still percent-encoded), `""` when absent.
@@ -65,6 +77,10 @@ impl<'a> Ctx<'a> {
         self.user
     }
 }
+
+/// How many internal rewrites one request may go through before it is answered
+/// with 500 (loop protection, like lighttpd's and Cherokee's limits).
+pub const MAX_REWRITES: usize = 10;
 
 /// The host a request named: the authority of an absolute-form target wins over
 /// the Host header (RFC 9112 §3.2.2); `None` when neither is present.

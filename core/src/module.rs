@@ -94,6 +94,10 @@ pub struct BuildContext<'a> {
     /// Shared, per-configuration state a module keeps across its instances
     /// (for example one log writer per file shared by several vhosts).
     pub shared: &'a crate::registry::SharedState,
+    /// For a table inside a `[[vhost.rule]]`: that rule's match, so that a module
+    /// can reuse its regular expression's captures (`%1` in lighttpd's
+    /// `url.redirect` and `url.rewrite`). `None` for vhost tables.
+    pub rule_match: Option<&'a crate::rule::Matcher>,
 }
 
 /// The uniform declaration of a built-in module, in the order nginx's

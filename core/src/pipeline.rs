@@ -26,7 +26,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::module::{Hooks, Module};
-use crate::rule::Rule;
+use crate::rule::{MatchInput, Rule};
 
 /// One module position in the pipeline with every instance configured for it.
 pub struct Slot {
@@ -62,12 +62,12 @@ impl Pipeline {
         Pipeline { rules, slots, base }
     }
 
-    /// Indices of the rules that match `path`, in order, up to and including the
-    /// first matching final rule.
-    pub fn matching_rules(&self, path: &str) -> SmallVec<[usize; 8]> {
+    /// Indices of the rules that match, in order, up to and including the first
+    /// matching final rule.
+    pub fn matching_rules(&self, input: &MatchInput<'_>) -> SmallVec<[usize; 8]> {
         let mut out = SmallVec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            if r.matcher.matches(path) {
+            if r.matcher.matches(input) {
                 out.push(i);
                 if r.is_final {
                     break;
@@ -77,9 +77,9 @@ impl Pipeline {
         out
     }
 
-    /// The module instances that handle a request for `path`, in pipeline order.
-    pub fn resolve(&self, path: &str) -> Active<'_> {
-        let matched = self.matching_rules(path);
+    /// The module instances that handle a request, in pipeline order.
+    pub fn resolve(&self, input: &MatchInput<'_>) -> Active<'_> {
+        let matched = self.matching_rules(input);
         if matched.is_empty() {
             return self.resolve_base();
         }

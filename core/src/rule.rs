@@ -4,8 +4,17 @@
 //! A rule has a match and module tables. Rules are evaluated top-down in file order;
 //! a rule with `final = true` (the default, as in Cherokee) stops the evaluation.
 //! How matching rules combine into a pipeline is described in [`crate::pipeline`].
+//!
+//! Regular expressions use `fancy-regex` (look-around and backreferences, as in
+//! PCRE, which lighttpd and Cherokee use); patterns without those features run on
+//! the `regex` crate's engine.
 
-use regex::Regex;
+use std::net::IpAddr;
+use std::path::Path;
+
+use actix_web::HttpRequest;
+use fancy_regex::Regex;
+use ipnet::IpNet;
 use serde::Deserialize;
 
 /// A match as written in the configuration (`match = { path-prefix = "/img/" }`).
@@ -31,6 +40,59 @@ pub enum MatchSpec {
     Any(Vec<MatchSpec>),
     /// The inner match does not hold (Cherokee `not`).
     Not(Box<MatchSpec>),
+    /// The client address is one of these addresses or CIDR ranges, IPv4 or
+    /// IPv6 (`"10.0.0.0/8"`, `"::1"`; lighttpd `$HTTP["remoteip"]`, Cherokee
+    /// `from`). IPv4-mapped IPv6 peers compare as IPv4.
+    Client(Vec<String>),
+    /// The request method is one of these (case-sensitive, RFC 9110 §9.1;
+    /// Cherokee `method`).
+    Method(Vec<String>),
+    /// A request header exists, or matches a regular expression (lighttpd
+    /// `$HTTP["useragent"]`, Cherokee `header`).
+    Header(HeaderSpec),
+    /// The raw query string (without `?`) matches this regular expression
+    /// (lighttpd `$HTTP["querystring"]`).
+    Query(String),
+    /// Whether the path names an existing file or directory under the
+    /// document root (Cherokee `exists`, lighttpd `url.rewrite-if-not-file`).
+    /// Costs one `stat` per evaluation.
+    FileExists(bool),
+    /// The request came in on this listening socket, `"IP:PORT"` (lighttpd
+    /// `$SERVER["socket"]`, Cherokee `bind`).
+    Socket(String),
+}
+
+/// The `header` matcher: `{ name = "User-Agent", regex = "curl" }`; without
+/// `regex`, the header only has to be present.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct HeaderSpec {
+    /// Header name, case-insensitive.
+    pub name: String,
+    /// Pattern tested against each field line's value; any line may match.
+    #[serde(default)]
+    pub regex: Option<String>,
+}
+
+/// What a matcher sees of a request.
+pub struct MatchInput<'a> {
+    /// The decoded, normalized path.
+    pub path: &'a str,
+    /// The request (method, headers, query, peer and local addresses).
+    pub req: Option<&'a HttpRequest>,
+    /// The vhost's document root, for [`MatchSpec::FileExists`].
+    pub document_root: &'a Path,
+}
+
+impl<'a> MatchInput<'a> {
+    /// Input with only a path (no request): request-based matchers do not match.
+    pub fn path_only(path: &'a str) -> Self {
+        MatchInput {
+            path,
+            req: None,
+            document_root: Path::new("/nonexistent"),
+        }
+    }
 }
 
 /// A compiled match, evaluated per request against the decoded path.
@@ -50,6 +112,47 @@ pub enum Matcher {
     Any(Box<[Matcher]>),
     /// See [`MatchSpec::Not`].
     Not(Box<Matcher>),
+    /// See [`MatchSpec::Client`].
+    Client(Box<[IpNet]>),
+    /// See [`MatchSpec::Method`].
+    Method(Box<[actix_web::http::Method]>),
+    /// See [`MatchSpec::Header`].
+    Header(actix_web::http::header::HeaderName, Option<Regex>),
+    /// See [`MatchSpec::Query`].
+    Query(Regex),
+    /// See [`MatchSpec::FileExists`].
+    FileExists(bool),
+    /// See [`MatchSpec::Socket`].
+    Socket(std::net::SocketAddr),
+}
+
+fn compile_regex(key: &str, r: &str) -> Result<Regex, (String, String)> {
+    Regex::new(r).map_err(|e| {
+        let msg = e.to_string().replace('\n', " ");
+        (
+            key.to_string(),
+            format!("invalid regular expression \"{r}\": {msg}"),
+        )
+    })
+}
+
+/// Parses `"10.0.0.0/8"` or a bare address (a /32 or /128).
+pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<IpNet>() {
+        return Ok(n.trunc());
+    }
+    s.parse::<IpAddr>()
+        .map(IpNet::from)
+        .map_err(|_| format!("\"{s}\" is not an IP address or CIDR range"))
+}
+
+/// The client address with IPv4-mapped IPv6 (`::ffff:a.b.c.d`) turned into IPv4.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 impl Matcher {
@@ -85,22 +188,108 @@ impl Matcher {
             MatchSpec::Not(m) => Matcher::Not(Box::new(
                 Matcher::compile(m).map_err(|(k, r)| (format!("not.{k}"), r))?,
             )),
+            MatchSpec::Client(list) => {
+                if list.is_empty() {
+                    return Err(("client".into(), "the list is empty".into()));
+                }
+                Matcher::Client(
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, c)| parse_cidr(c).map_err(|e| (format!("client[{i}]"), e)))
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            MatchSpec::Method(list) => {
+                if list.is_empty() {
+                    return Err(("method".into(), "the list is empty".into()));
+                }
+                Matcher::Method(
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, m)| {
+                            actix_web::http::Method::from_bytes(m.as_bytes()).map_err(|_| {
+                                (
+                                    format!("method[{i}]"),
+                                    format!("\"{m}\" is not a method token"),
+                                )
+                            })
+                        })
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            MatchSpec::Header(h) => Matcher::Header(
+                actix_web::http::header::HeaderName::from_bytes(h.name.as_bytes()).map_err(
+                    |_| {
+                        (
+                            "header.name".to_string(),
+                            format!("\"{}\" is not a header name", h.name),
+                        )
+                    },
+                )?,
+                h.regex
+                    .as_deref()
+                    .map(|r| compile_regex("header.regex", r))
+                    .transpose()?,
+            ),
+            MatchSpec::Query(r) => Matcher::Query(compile_regex("query", r)?),
+            MatchSpec::FileExists(b) => Matcher::FileExists(*b),
+            MatchSpec::Socket(s) => Matcher::Socket(
+                s.parse()
+                    .map_err(|_| ("socket".to_string(), format!("\"{s}\" is not IP:PORT")))?,
+            ),
         })
     }
 
-    /// True when the request with this decoded, normalized path matches.
-    pub fn matches(&self, path: &str) -> bool {
+    /// True when the request matches. A regular expression that gives up (the
+    /// backtracking limit of fancy-regex) counts as no match.
+    pub fn matches(&self, input: &MatchInput<'_>) -> bool {
+        let path = input.path;
         match self {
             Matcher::Always => true,
             Matcher::PathPrefix(p) => path.starts_with(&**p),
-            Matcher::PathRegex(r) => r.is_match(path),
+            Matcher::PathRegex(r) => r.is_match(path).unwrap_or(false),
             Matcher::Extensions(exts) => match extension(path) {
                 Some(ext) => exts.iter().any(|e| e.eq_ignore_ascii_case(ext)),
                 None => false,
             },
-            Matcher::All(v) => v.iter().all(|m| m.matches(path)),
-            Matcher::Any(v) => v.iter().any(|m| m.matches(path)),
-            Matcher::Not(m) => !m.matches(path),
+            Matcher::All(v) => v.iter().all(|m| m.matches(input)),
+            Matcher::Any(v) => v.iter().any(|m| m.matches(input)),
+            Matcher::Not(m) => !m.matches(input),
+            Matcher::Client(nets) => input.req.and_then(|r| r.peer_addr()).is_some_and(|a| {
+                let ip = canonical_ip(a.ip());
+                nets.iter().any(|n| n.contains(&ip))
+            }),
+            Matcher::Method(ms) => input.req.is_some_and(|r| ms.contains(r.method())),
+            Matcher::Header(name, re) => input.req.is_some_and(|r| {
+                let mut values = r.headers().get_all(name).peekable();
+                match re {
+                    None => values.peek().is_some(),
+                    Some(re) => {
+                        values.any(|v| v.to_str().is_ok_and(|s| re.is_match(s).unwrap_or(false)))
+                    }
+                }
+            }),
+            Matcher::Query(re) => input
+                .req
+                .is_some_and(|r| re.is_match(r.query_string()).unwrap_or(false)),
+            Matcher::FileExists(want) => {
+                let p = input.document_root.join(path.trim_start_matches('/'));
+                std::fs::metadata(p).is_ok() == *want
+            }
+            Matcher::Socket(addr) => input
+                .req
+                .is_some_and(|r| r.app_config().local_addr() == *addr),
+        }
+    }
+
+    /// The first `path-regex` inside this match (depth first), for modules that
+    /// substitute its captures (`%1` in `redirect` and `rewrite`, as in
+    /// lighttpd).
+    pub fn path_regex(&self) -> Option<&Regex> {
+        match self {
+            Matcher::PathRegex(r) => Some(r),
+            Matcher::All(v) | Matcher::Any(v) => v.iter().find_map(Matcher::path_regex),
+            _ => None,
         }
     }
 }
@@ -140,8 +329,35 @@ pub struct Rule {
 mod tests {
     use super::*;
 
-    fn m(toml_like: serde_json::Value) -> Matcher {
-        Matcher::compile(&serde_json::from_value(toml_like).unwrap()).unwrap()
+    fn m(toml_like: serde_json::Value) -> PathOnly {
+        PathOnly(Matcher::compile(&serde_json::from_value(toml_like).unwrap()).unwrap())
+    }
+
+    struct PathOnly(Matcher);
+    impl PathOnly {
+        fn matches(&self, p: &str) -> bool {
+            self.0.matches(&MatchInput::path_only(p))
+        }
+    }
+
+    #[test]
+    fn lookahead_compiles() {
+        let r = m(serde_json::json!({"path-regex": "^/(?!static/).*\\.php$"}));
+        assert!(r.matches("/a.php"));
+        assert!(!r.matches("/static/a.php"));
+    }
+
+    #[test]
+    fn cidr() {
+        let n = parse_cidr("10.0.0.0/8").unwrap();
+        assert!(n.contains(&"10.1.2.3".parse::<IpAddr>().unwrap()));
+        assert!(parse_cidr("::1")
+            .unwrap()
+            .contains(&"::1".parse::<IpAddr>().unwrap()));
+        assert!(parse_cidr("10.0.0.1/33").is_err());
+        assert!(parse_cidr("nope").is_err());
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(canonical_ip(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
     }
 
     #[test]

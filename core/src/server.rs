@@ -164,17 +164,39 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         }
     };
     let pipeline = &vhost.pipeline;
-    let active = if early.is_some() {
+    let mut cx = Ctx::new(req, &vhost.info, path);
+    let resolve = |cx: &Ctx<'_>| {
+        pipeline.resolve(&crate::rule::MatchInput {
+            path: cx.path(),
+            req: Some(req),
+            document_root: &vhost.info.document_root,
+        })
+    };
+    let mut active = if early.is_some() {
         pipeline.resolve_base()
     } else {
-        pipeline.resolve(&path)
+        resolve(&cx)
     };
     let needs_log = active.iter().any(|(h, _)| h.contains(Hooks::LOG));
     let times = needs_log.then(|| (SystemTime::now(), Instant::now()));
-    let mut cx = Ctx::new(req, &vhost.info, path);
     let mut res = match early {
         Some(r) => r,
-        None => run_handlers(&active, &mut cx),
+        None => {
+            let mut rewrites = 0;
+            loop {
+                match run_handlers(&active, &mut cx) {
+                    Handled::Response(r) => break r,
+                    Handled::Rewritten if rewrites < crate::context::MAX_REWRITES => {
+                        rewrites += 1;
+                        active = resolve(&cx);
+                    }
+                    Handled::Rewritten => {
+                        tracing::warn!(path = %cx.path(), "too many internal rewrites");
+                        break error_response(StatusCode::INTERNAL_SERVER_ERROR);
+                    }
+                }
+            }
+        }
     };
     for (h, m) in &active {
         if h.contains(Hooks::RESPONSE) {
@@ -182,6 +204,13 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         }
     }
     res.headers_mut().insert(header::SERVER, SERVER);
+    // A rewrite may have brought in log modules the first resolution lacked.
+    let times = times.or_else(|| {
+        active
+            .iter()
+            .any(|(h, _)| h.contains(Hooks::LOG))
+            .then(|| (SystemTime::now(), Instant::now()))
+    });
     let Some((start_time, started)) = times else {
         return res;
     };
@@ -207,22 +236,32 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
     res.map_body(|_, body| BoxBody::new(LoggedBody { body, state }))
 }
 
-fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> HttpResponse {
+enum Handled {
+    Response(HttpResponse),
+    /// A request-phase hook rewrote the path: resolve the rules again.
+    Rewritten,
+}
+
+fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handled {
     for (h, m) in active {
         if h.contains(Hooks::REQUEST) {
-            if let Outcome::Respond(r) = m.on_request(cx) {
-                return r;
+            let outcome = m.on_request(cx);
+            if let Outcome::Respond(r) = outcome {
+                return Handled::Response(r);
+            }
+            if cx.take_rewritten() {
+                return Handled::Rewritten;
             }
         }
     }
     for (h, m) in active {
         if h.contains(Hooks::CONTENT) {
             if let Some(r) = m.content(cx) {
-                return r;
+                return Handled::Response(r);
             }
         }
     }
-    error_response(StatusCode::NOT_FOUND)
+    Handled::Response(error_response(StatusCode::NOT_FOUND))
 }
 
 struct LogState {

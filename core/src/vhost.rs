@@ -4,6 +4,16 @@
 //! (RFC 1034 §3.1) are ignored; exact names win over wildcards, and among
 //! wildcards (`*.example.com`, as in nginx's `server_name`) the longest wins. Any
 //! other host, and an HTTP/1.0 request without one, goes to the default vhost.
+//!
+//! Name forms (nginx `server_name`; lighttpd `$HTTP["host"]` conditions translate
+//! into them):
+//! - `example.com`: exact;
+//! - `*.example.com`: any subdomain, not `example.com` itself;
+//! - `.example.com`: `example.com` and any subdomain (lighttpd `=$ "example.com"`);
+//! - `~REGEX`: a regular expression on the lower-cased host without port and
+//!   trailing dot (lighttpd `=~`). It is unanchored: `~example` also matches
+//!   `notexample.org`; write `~^(www\.)?example\.com$` to anchor it. Tried after
+//!   exact names and wildcards, in file order. A port never makes a match fail.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -48,6 +58,8 @@ pub struct VhostTable {
     exact: HashMap<Box<str>, usize>,
     /// (suffix including the leading dot, vhost index), longest suffix first.
     wildcards: Vec<(Box<str>, usize)>,
+    /// `~REGEX` names, in file order.
+    regexes: Vec<(fancy_regex::Regex, usize)>,
     default: usize,
 }
 
@@ -61,10 +73,19 @@ impl VhostTable {
     pub fn new(vhosts: Vec<Vhost>, default: usize) -> Self {
         let mut exact = HashMap::new();
         let mut wildcards = Vec::new();
+        let mut regexes = Vec::new();
         for (i, v) in vhosts.iter().enumerate() {
             for n in &v.info.names {
-                if let Some(suffix) = n.strip_prefix('*') {
+                if let Some(re) = n.strip_prefix('~') {
+                    // Validated by the configuration loader.
+                    if let Ok(r) = fancy_regex::Regex::new(re) {
+                        regexes.push((r, i));
+                    }
+                } else if let Some(suffix) = n.strip_prefix('*') {
                     wildcards.push((suffix.into(), i));
+                } else if let Some(base) = n.strip_prefix('.') {
+                    exact.entry(base.into()).or_insert(i);
+                    wildcards.push((n.as_str().into(), i));
                 } else {
                     exact.insert(n.as_str().into(), i);
                 }
@@ -75,6 +96,7 @@ impl VhostTable {
             vhosts,
             exact,
             wildcards,
+            regexes,
             default,
         }
     }
@@ -112,6 +134,11 @@ impl VhostTable {
         }
         for (suffix, i) in &self.wildcards {
             if lower.len() > suffix.len() && lower.ends_with(&**suffix) {
+                return &self.vhosts[*i];
+            }
+        }
+        for (re, i) in &self.regexes {
+            if re.is_match(lower).unwrap_or(false) {
                 return &self.vhosts[*i];
             }
         }
@@ -223,9 +250,14 @@ mod tests {
                 &["*.example.com"],
                 &["*.a.example.com"],
                 &["www.example.com"],
+                &[".suffix.test", "~^app[0-9]+\\.test$"],
             ],
             0,
         );
+        assert_eq!(t.select(Some("suffix.test:81")).info.index, 5);
+        assert_eq!(t.select(Some("a.b.suffix.test")).info.index, 5);
+        assert_eq!(t.select(Some("APP12.test:8080")).info.index, 5);
+        assert_eq!(t.select(Some("app.test")).info.index, 0);
         let sel = |h: &str| t.select(Some(h)).info.index;
         assert_eq!(sel("site.test"), 1);
         assert_eq!(sel("SITE.Test:8080"), 1);

@@ -846,6 +846,7 @@ mod tests {
             vhost: &v,
             config_dir: std::path::Path::new("."),
             shared: &shared,
+            rule_match: None,
         };
         Expires::build(cfg, &cx)
     }

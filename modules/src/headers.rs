@@ -439,6 +439,7 @@ mod tests {
             vhost: &v,
             config_dir: std::path::Path::new("."),
             shared: &shared,
+            rule_match: None,
         };
         Headers::build(cfg, &cx)
     }

@@ -308,7 +308,16 @@ fn build_vhost(
             reason: err.to_string(),
         })?,
     };
-    let names: Vec<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+    let names: Vec<String> = names
+        .iter()
+        .map(|n| {
+            if n.starts_with('~') {
+                n.clone()
+            } else {
+                n.to_ascii_lowercase()
+            }
+        })
+        .collect();
     let label = names
         .first()
         .cloned()
@@ -318,12 +327,27 @@ fn build_vhost(
         vhost: Some(label.clone()),
     };
     for n in &names {
-        let bare = n.strip_prefix("*.").unwrap_or(n);
+        if let Some(re) = n.strip_prefix('~') {
+            if let Err(err) = fancy_regex::Regex::new(re) {
+                return Err(e.at(
+                    "server-names",
+                    format!(
+                        "\"{n}\": invalid regular expression: {}",
+                        one_line(&err.to_string())
+                    ),
+                ));
+            }
+            continue;
+        }
+        let bare = n
+            .strip_prefix("*.")
+            .or_else(|| n.strip_prefix('.'))
+            .unwrap_or(n);
         let has_port = crate::vhost::strip_port(bare).len() != bare.len();
         if bare.is_empty() || bare.contains('*') || !crate::vhost::valid_host(bare) || has_port {
             return Err(e.at(
                 "server-names",
-                format!("\"{n}\" is not a host name or a `*.suffix` wildcard (no port)"),
+                format!("\"{n}\" is not a host name, `*.suffix`, `.suffix` or `~regex` (no port)"),
             ));
         }
     }
@@ -408,22 +432,24 @@ fn build_vhost(
         names,
         document_root,
     };
-    let cx = BuildContext {
-        vhost: &info,
-        config_dir: dir,
-        shared,
-    };
-    let build_module = |name: &str, table: &Value, key_prefix: &str| {
-        let f = registry.get(name).expect("checked above");
-        f.build(table, &cx).map_err(|err| {
-            let key = if err.key.is_empty() {
-                format!("{key_prefix}{name}")
-            } else {
-                format!("{key_prefix}{name}.{}", err.key)
+    let build_module =
+        |name: &str, table: &Value, key_prefix: &str, rule_match: Option<&Matcher>| {
+            let cx = BuildContext {
+                vhost: &info,
+                config_dir: dir,
+                shared,
+                rule_match,
             };
-            e.at(key, err.reason)
-        })
-    };
+            let f = registry.get(name).expect("checked above");
+            f.build(table, &cx).map_err(|err| {
+                let key = if err.key.is_empty() {
+                    format!("{key_prefix}{name}")
+                } else {
+                    format!("{key_prefix}{name}.{}", err.key)
+                };
+                e.at(key, err.reason)
+            })
+        };
     let mut slots: Vec<Slot> = Vec::new();
     for m in &modules {
         let table = module_tables
@@ -433,7 +459,7 @@ fn build_vhost(
             .unwrap_or(&Value::Null);
         slots.push(Slot {
             name: m.clone(),
-            vhost_instance: Some(build_module(m, table, "")?),
+            vhost_instance: Some(build_module(m, table, "", None)?),
             rule_instances: Vec::new(),
         });
     }
@@ -472,17 +498,7 @@ fn build_vhost(
                         .ok_or_else(|| e.at(format!("{prefix}name"), "must be a string"))?
                         .to_owned()
                 }
-                m if registry.contains(m) => {
-                    let inst = build_module(m, val, &prefix)?;
-                    match slots.iter_mut().find(|s| s.name == m) {
-                        Some(s) => s.rule_instances.push((ri, inst)),
-                        None => slots.push(Slot {
-                            name: m.to_owned(),
-                            vhost_instance: None,
-                            rule_instances: vec![(ri, inst)],
-                        }),
-                    }
-                }
+                m if registry.contains(m) => {}
                 other => {
                     return Err(e.at(
                         format!("{prefix}{other}"),
@@ -492,6 +508,17 @@ fn build_vhost(
                         ),
                     ))
                 }
+            }
+        }
+        for (m, val) in rt.iter().filter(|(k, _)| registry.contains(k)) {
+            let inst = build_module(m, val, &prefix, Some(&matcher))?;
+            match slots.iter_mut().find(|s| &s.name == m) {
+                Some(s) => s.rule_instances.push((ri, inst)),
+                None => slots.push(Slot {
+                    name: m.to_owned(),
+                    vhost_instance: None,
+                    rule_instances: vec![(ri, inst)],
+                }),
             }
         }
         rules.push(Rule {

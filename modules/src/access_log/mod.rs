@@ -210,6 +210,7 @@ mod tests {
             vhost: &vh,
             config_dir: dir,
             shared,
+            rule_match: None,
         };
         let cfg: AccessLogConfig = serde_json::from_value(toml_like).map_err(|e| e.to_string())?;
         AccessLog::build(cfg, &cx)
