@@ -3,8 +3,12 @@
 use std::borrow::Cow;
 use std::time::{Instant, SystemTime};
 
+use std::any::Any;
+
+use actix_web::http::header::HeaderMap;
 use actix_web::http::StatusCode;
 use actix_web::HttpRequest;
+use smallvec::SmallVec;
 
 use crate::vhost::VhostInfo;
 
@@ -18,6 +22,56 @@ pub struct Ctx<'a> {
     /// The authenticated user, once a module established one (logged as `%u`).
     pub user: Option<String>,
     rewritten: bool,
+    headers: Option<HeaderMap>,
+    /// Notes for the access log (`%{name}n`, Apache's module notes).
+    pub notes: Notes,
+    /// Per-request state of modules, kept until the log phase is over.
+    pub ext: Extensions,
+}
+
+/// Name/value notes modules leave for the log (`%{name}n`).
+#[derive(Default, Debug)]
+pub struct Notes(SmallVec<[(Box<str>, Box<str>); 2]>);
+
+impl Notes {
+    /// Sets a note, replacing one of the same name.
+    pub fn set(&mut self, name: &str, value: &str) {
+        match self.0.iter_mut().find(|(n, _)| &**n == name) {
+            Some((_, v)) => *v = value.into(),
+            None => self.0.push((name.into(), value.into())),
+        }
+    }
+    /// The note's value.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| &**n == name).map(|(_, v)| &**v)
+    }
+}
+
+/// Per-request values keyed by the owning module instance's address; dropped
+/// after the log phase (so a Drop impl there runs exactly once per request,
+/// also when the client went away).
+#[derive(Default)]
+pub struct Extensions(SmallVec<[(usize, Box<dyn Any>); 1]>);
+
+impl Extensions {
+    /// The value stored under `key`.
+    pub fn get<T: 'static>(&self, key: usize) -> Option<&T> {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.downcast_ref())
+    }
+    /// The value stored under `key`, mutably.
+    pub fn get_mut<T: 'static>(&mut self, key: usize) -> Option<&mut T> {
+        self.0
+            .iter_mut()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.downcast_mut())
+    }
+    /// Stores a value under `key` (replacing none: call `get` first).
+    pub fn insert(&mut self, key: usize, value: Box<dyn Any>) {
+        self.0.push((key, value));
+    }
 }
 
 impl<'a> Ctx<'a> {
@@ -30,6 +84,9 @@ impl<'a> Ctx<'a> {
             path,
             user: None,
             rewritten: false,
+            headers: None,
+            notes: Notes::default(),
+            ext: Extensions::default(),
         }
     }
 
@@ -73,8 +130,20 @@ impl<'a> Ctx<'a> {
         request_host(self.req)
     }
 
-    pub(crate) fn into_user(self) -> Option<String> {
-        self.user
+    /// The request headers, with changes made by modules (plugins may set
+    /// request headers in the request phase).
+    pub fn headers(&self) -> &HeaderMap {
+        self.headers.as_ref().unwrap_or_else(|| self.req.headers())
+    }
+
+    /// The request headers for changing; copied from the request on first use.
+    pub fn headers_mut(&mut self) -> &mut HeaderMap {
+        let req = self.req;
+        self.headers.get_or_insert_with(|| req.headers().clone())
+    }
+
+    pub(crate) fn into_parts(self) -> (Option<String>, Notes, Extensions) {
+        (self.user, self.notes, self.ext)
     }
 }
 
@@ -113,4 +182,8 @@ pub struct LogRecord<'a> {
     pub user: Option<&'a str>,
     /// Whether the whole body was sent (false when the client went away).
     pub complete: bool,
+    /// Notes left by modules (`%{name}n`).
+    pub notes: &'a Notes,
+    /// Per-request module state.
+    pub ext: &'a Extensions,
 }

@@ -26,6 +26,7 @@ pub mod context;
 pub mod module;
 pub mod path;
 pub mod pipeline;
+pub mod plugin_host;
 pub mod registry;
 pub mod response;
 pub mod rule;

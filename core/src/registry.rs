@@ -78,7 +78,7 @@ pub enum RegistryError {
 }
 
 /// The table of known modules. Names are unique; lookups are by exact name.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Registry {
     factories: HashMap<String, Arc<dyn ModuleFactory>>,
 }

@@ -219,7 +219,7 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         .filter(|(h, _)| h.contains(Hooks::LOG))
         .map(|(_, m)| Arc::clone(m))
         .collect();
-    let user = cx.into_user();
+    let (user, notes, ext) = cx.into_parts();
     let status = res.status();
     let state = LogState {
         req: req.clone(),
@@ -227,6 +227,8 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         vhost: vhost.info.index,
         status,
         user,
+        notes,
+        ext,
         modules: log,
         start_time,
         started,
@@ -270,6 +272,8 @@ struct LogState {
     vhost: usize,
     status: StatusCode,
     user: Option<String>,
+    notes: crate::context::Notes,
+    ext: crate::context::Extensions,
     modules: SmallVec<[Arc<dyn Module>; 2]>,
     start_time: SystemTime,
     started: Instant,
@@ -324,6 +328,8 @@ impl Drop for LoggedBody {
             started: s.started,
             user: s.user.as_deref(),
             complete: s.complete || matches!(self.body.size(), BodySize::None | BodySize::Sized(0)),
+            notes: &s.notes,
+            ext: &s.ext,
         };
         for m in &s.modules {
             m.on_log(&rec);

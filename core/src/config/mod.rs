@@ -87,6 +87,16 @@ impl Default for ServerSettings {
     }
 }
 
+/// A `[[plugin]]` table: a run-time module loaded from a shared library.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PluginDecl {
+    /// The module name the library must declare; used in `modules = [...]`.
+    pub name: String,
+    /// The library (`.so`), relative to the configuration file's directory.
+    pub path: PathBuf,
+}
+
 /// The keys of a `[[vhost]]` table other than module tables.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -201,6 +211,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     let top = value.as_object().ok_or_else(|| e.at("", "not a table"))?;
     let mut server = None;
     let mut vhost_values: &[Value] = &[];
+    let mut plugin_values: &[Value] = &[];
     for (k, v) in top {
         match k.as_str() {
             "server" => {
@@ -215,7 +226,17 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
                     .as_array()
                     .ok_or_else(|| e.at("vhost", "must be an array of tables ([[vhost]])"))?
             }
-            other => return Err(e.at(other, "unknown key (expected `server` or `vhost`)")),
+            "plugin" => {
+                plugin_values = v
+                    .as_array()
+                    .ok_or_else(|| e.at("plugin", "must be an array of tables ([[plugin]])"))?
+            }
+            other => {
+                return Err(e.at(
+                    other,
+                    "unknown key (expected `server`, `plugin` or `vhost`)",
+                ))
+            }
         }
     }
     let server = server.unwrap_or_default();
@@ -223,6 +244,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     if vhost_values.is_empty() {
         return Err(e.at("vhost", "no [[vhost]] is configured"));
     }
+    let registry = &load_plugins(file, &dir, plugin_values, vhost_values, registry)?;
     let shared = SharedState::default();
     let mut vhosts = Vec::with_capacity(vhost_values.len());
     let mut default = None;
@@ -259,6 +281,76 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         vhosts: VhostTable::new(vhosts, default.unwrap_or(0)),
         shared,
     })
+}
+
+/// The label of the first vhost that names module `name` (in `modules` or a
+/// rule table), for error messages.
+fn first_user(vhost_values: &[Value], name: &str) -> Option<String> {
+    vhost_values.iter().enumerate().find_map(|(i, v)| {
+        let uses = v
+            .get("modules")
+            .and_then(Value::as_array)
+            .is_some_and(|m| m.iter().any(|x| x.as_str() == Some(name)))
+            || v.get("rule")
+                .and_then(Value::as_array)
+                .is_some_and(|rs| rs.iter().any(|r| r.get(name).is_some()));
+        uses.then(|| {
+            v.get("server-names")
+                .and_then(Value::as_array)
+                .and_then(|n| n.first())
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("#{i}"), str::to_ascii_lowercase)
+        })
+    })
+}
+
+fn load_plugins(
+    file: &Path,
+    dir: &Path,
+    plugin_values: &[Value],
+    vhost_values: &[Value],
+    registry: &Registry,
+) -> Result<Registry, ConfigError> {
+    let mut reg = registry.clone();
+    for (i, pv) in plugin_values.iter().enumerate() {
+        let decl: PluginDecl = serde_path_to_error::deserialize(pv).map_err(|err| ConfigError {
+            file: file.to_owned(),
+            vhost: None,
+            key: format!("plugin[{i}].{}", err.path()),
+            reason: err.inner().to_string(),
+        })?;
+        let e = Err {
+            file,
+            vhost: first_user(vhost_values, &decl.name),
+        };
+        let key = format!("plugin[{i}] (module \"{}\")", decl.name);
+        let path = dir.join(&decl.path);
+        let lib = crate::plugin_host::load(&path).map_err(|err| e.at(&key, err.to_string()))?;
+        if lib.name != decl.name {
+            return Err(e.at(
+                &key,
+                crate::plugin_host::PluginError::NameMismatch {
+                    path: lib.path.clone(),
+                    configured: decl.name.clone(),
+                    found: lib.name.clone(),
+                }
+                .to_string(),
+            ));
+        }
+        if reg.contains(&decl.name) {
+            return Err(e.at(
+                &key,
+                format!(
+                    "{}: the name \"{}\" is already taken by a built-in module or another plugin",
+                    lib.path.display(),
+                    decl.name
+                ),
+            ));
+        }
+        reg.register_factory(Arc::new(crate::plugin_host::PluginFactory::new(lib)))
+            .map_err(|err| e.at(&key, err.to_string()))?;
+    }
+    Ok(reg)
 }
 
 fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {

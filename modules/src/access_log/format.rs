@@ -73,6 +73,8 @@ enum Piece {
     Bytes,
     /// `%{Name}i`: a request header or `-`.
     RequestHeader(HeaderName),
+    /// `%{name}n`: a note left by a module (Apache's notes; e.g. the request id).
+    Note(Box<str>),
     /// `%D`, `%{us}T`: microseconds taken.
     Micros,
     /// `%{ms}T`: milliseconds taken.
@@ -210,6 +212,7 @@ impl LogFormat {
                     HeaderName::from_bytes(name.as_bytes())
                         .map_err(|_| FormatError::BadHeaderName(directive.to_owned()))?,
                 ),
+                (Some(name), 'n') => Piece::Note(name.into()),
                 (Some(_), 'o') => return Err(FormatError::ResponseHeader(directive.to_owned())),
                 _ => return Err(unknown()),
             };
@@ -266,6 +269,7 @@ impl LogFormat {
                         }
                     }
                 }
+                Piece::Note(name) => escape_or_dash(out, rec.notes.get(name).map(str::as_bytes)),
                 Piece::Micros => {
                     let _ = write!(out, "{}", rec.started.elapsed().as_micros());
                 }
@@ -456,6 +460,8 @@ mod tests {
             started: Instant::now(),
             user,
             complete: true,
+            notes: &Default::default(),
+            ext: &Default::default(),
         };
         let mut out = Vec::new();
         LogFormat::compile(fmt)

@@ -253,6 +253,8 @@ mod tests {
                     started: Instant::now(),
                     user: None,
                     complete: true,
+                    notes: &Default::default(),
+                    ext: &Default::default(),
                 });
             }
             m.on_shutdown();
