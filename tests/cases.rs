@@ -641,7 +641,7 @@ fn b29_unknown_extension_keeps_validators() {
 
 #[test]
 fn b30_precompressed_never_double_encoded() {
-    // Not yet testable: serving the .gz sidecar with Content-Encoding: gzip, Vary and the .gz length (issue 6 compress)
+    // static-file alone: the identity file; with compress (below) the sidecar.
     let css = b"body{color:red}\n".repeat(20);
     // any bytes stand in for the gzip of app.min.css: they are served as-is
     let gz = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03fake-gzip-member".to_vec();
@@ -677,11 +677,41 @@ fn b30_precompressed_never_double_encoded() {
         assert_eq!(r.header("content-encoding"), None, "{ae:?}");
         assert!(r.body == css, "{ae:?}");
     }
+    // With compress serving precompressed sidecars (issue 6): the .gz bytes as
+    // they are, Content-Encoding once, Vary, the .gz length.
+    let (c3, g3) = (css.clone(), gz.clone());
+    let s = Server::site(
+        "\"compress\", \"static-file\"",
+        "[vhost.compress]\nprecompressed = [\"br\", \"zstd\", \"gzip\"]\n",
+        move |d| {
+            d.write("www/app.min.css", &c3);
+            d.write("www/app.min.css.gz", &g3);
+        },
+    );
+    let r = s.req("GET", "/app.min.css", &["Accept-Encoding: gzip, zstd, br"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header_all("content-encoding"), ["gzip"]);
+    assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
+    assert_eq!(r.header_all("vary"), ["Accept-Encoding"]);
+    assert!(r.body == gz, "sidecar served as-is");
+    assert_framed(&r);
+    for ae in [
+        None,
+        Some("Accept-Encoding: gzip;q=0"),
+        Some("Accept-Encoding: identity"),
+    ] {
+        let hs: Vec<&str> = ae.into_iter().collect();
+        let r = s.req("GET", "/app.min.css", &hs);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding"), None, "{ae:?}");
+        assert_eq!(r.header_all("vary"), ["Accept-Encoding"], "{ae:?}");
+        assert!(r.body == css, "{ae:?}");
+    }
 }
 
 #[test]
 fn b31_zstd_coding_token() {
-    // Not yet testable: a .zst sidecar actually served with Content-Encoding: zstd (issue 6 compress)
+    // static-file alone: identity; with compress (below): the sidecar as `zstd`.
     let html = b"<!doctype html><p>index</p>\n".to_vec();
     let zst = b"\x28\xb5\x2f\xfdfake-zstd-frame".to_vec();
     let (h2, z2) = (html.clone(), zst.clone());
@@ -699,40 +729,65 @@ fn b31_zstd_coding_token() {
     let r = s.get("/");
     assert_eq!(r.header("content-encoding"), None);
     assert_eq!(r.body, html);
+    let (h3, z3) = (html.clone(), zst.clone());
+    let s = Server::site(
+        "\"compress\", \"static-file\"",
+        "[vhost.compress]\nprecompressed = [\"br\", \"zstd\", \"gzip\"]\n",
+        move |d| {
+            d.write("www/index.html", &h3);
+            d.write("www/index.html.zst", &z3);
+        },
+    );
+    let r = s.req("GET", "/", &["Accept-Encoding: zstd"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header_all("content-encoding"), ["zstd"]);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(r.body, zst);
+    let r = s.get("/");
+    assert_eq!(r.header("content-encoding"), None);
+    assert_eq!(r.body, html);
 }
 
 #[test]
 fn b32_206_has_no_content_encoding() {
-    // Not yet testable: the same with the compress module in the pipeline (issue 6 compress)
+    // Also with the compress module in the pipeline, for the movie and for a
+    // compressible page.
     let movie: Vec<u8> = (0..2_100_000u32).map(|i| (i * 31 % 253) as u8).collect();
-    let m2 = movie.clone();
-    let s = sf("", move |d| {
+    let page = b"<p>a compressible page</p>\n".repeat(200);
+    let (m2, p2) = (movie.clone(), page.clone());
+    let setup = move |d: &TempDir| {
         d.write("www/movie.webm", &m2);
-    });
-    let r = s.req(
-        "GET",
-        "/movie.webm",
-        &["Range: bytes=1000-", "Accept-Encoding: gzip, deflate, br"],
-    );
-    assert_eq!(r.status, 206);
-    assert!(
-        r.header_all("content-encoding").is_empty(),
-        "{:?}",
-        r.header_all("content-encoding")
-    );
-    assert_eq!(
-        r.header("content-range"),
-        Some(format!("bytes 1000-{}/{}", movie.len() - 1, movie.len()).as_str())
-    );
-    assert_framed(&r);
-    assert!(r.body == movie[1000..]);
+        d.write("www/page.html", &p2);
+    };
+    for modules in [SF, "\"compress\", \"static-file\""] {
+        let s = Server::site(modules, "", setup.clone());
+        for (path, body) in [("/movie.webm", &movie), ("/page.html", &page)] {
+            let r = s.req(
+                "GET",
+                path,
+                &["Range: bytes=1000-", "Accept-Encoding: gzip, deflate, br"],
+            );
+            assert_eq!(r.status, 206, "{modules} {path}");
+            assert!(
+                r.header_all("content-encoding").is_empty(),
+                "{:?}",
+                r.header_all("content-encoding")
+            );
+            assert_eq!(
+                r.header("content-range"),
+                Some(format!("bytes 1000-{}/{}", body.len() - 1, body.len()).as_str())
+            );
+            assert_framed(&r);
+            assert!(r.body == body[1000..], "{modules} {path}");
+        }
+    }
 }
 
 #[test]
 fn b33_vary_on_304_and_206() {
-    // Not yet testable: Vary: Accept-Encoding from negotiation, distinct ETags per coding (issue 6 compress)
-    // What holds now: a Vary the 200 carries is also on the 304 and the 206, as
-    // one merged field.
+    // Without compress: a Vary the 200 carries is also on the 304 and the 206,
+    // as one merged field. With compress (below): Accept-Encoding merged in on
+    // every variant, and distinct ETags per coding.
     let s = Server::site(
         "\"headers\", \"static-file\"",
         "[vhost.headers]\nadd = { Vary = \"Origin\" }\n",
@@ -759,6 +814,57 @@ fn b33_vary_on_304_and_206() {
     );
     assert_eq!(r.status, 206);
     assert_eq!(r.header_all("vary"), ["Origin"]);
+    assert_eq!(r.body, b"console.lo");
+
+    let s = Server::site(
+        "\"headers\", \"compress\", \"static-file\"",
+        "[vhost.headers]\nadd = { Vary = \"Origin\" }\n\
+         [vhost.compress]\nprecompressed = [\"gzip\"]\n",
+        |d| {
+            d.write("www/app.js", "console.log('app');\n");
+            d.write("www/app.js.gz", "\x1f\u{8b}fake");
+        },
+    );
+    // one Vary line holding both names (in either order)
+    let vary = |r: &Response| {
+        let v = r.header_all("vary");
+        assert_eq!(v.len(), 1, "{v:?}");
+        let mut e: Vec<String> = v[0]
+            .split(',')
+            .map(|x| x.trim().to_ascii_lowercase())
+            .collect();
+        e.sort();
+        assert_eq!(e, ["accept-encoding", "origin"], "{v:?}");
+    };
+    let id = s.get("/app.js");
+    assert_eq!(id.status, 200);
+    assert_eq!(id.header("content-encoding"), None);
+    vary(&id);
+    let gz = s.req("GET", "/app.js", &["Accept-Encoding: gzip"]);
+    assert_eq!(gz.status, 200);
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    vary(&gz);
+    let gz_tag = gz.header("etag").unwrap().to_string();
+    assert_ne!(id.header("etag"), Some(gz_tag.as_str()));
+    let r = s.req(
+        "GET",
+        "/app.js",
+        &["Accept-Encoding: gzip", &format!("If-None-Match: {gz_tag}")],
+    );
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(gz_tag.as_str()));
+    vary(&r);
+    let r = s.req(
+        "GET",
+        "/app.js",
+        &["Accept-Encoding: gzip", "Range: bytes=0-1"],
+    );
+    assert_eq!(r.status, 206);
+    vary(&r);
+    assert_eq!(r.body, b"\x1f\xc2");
+    let r = s.req("GET", "/app.js", &["Range: bytes=0-9"]);
+    assert_eq!(r.status, 206);
+    vary(&r);
     assert_eq!(r.body, b"console.lo");
 }
 
@@ -1004,10 +1110,11 @@ fn b37_common_log_format_fields() {
 
 #[test]
 fn b38_bytes_sent_not_file_size() {
-    // Not yet testable: %b after on-the-fly gzip of big.css (issue 6 compress)
+    // static-file alone here; with on-the-fly gzip (compress) at the end.
     let css = b"a{color:red}".repeat(100_000 / 12 + 1)[..100_000].to_vec();
+    let css2 = css.clone();
     let s = log_server("common", move |d| {
-        d.write("www/big.css", &css);
+        d.write("www/big.css", &css2);
     });
     let full = s.req("GET", "/big.css?full", &["Accept-Encoding: gzip"]);
     assert_eq!(full.status, 200);
@@ -1038,6 +1145,32 @@ fn b38_bytes_sent_not_file_size() {
     assert_eq!(b("multi"), code_bytes("206", multi_len));
     assert_eq!(b("nm"), ("304".into(), "-".into()));
     assert_eq!(b("head"), ("200".into(), "-".into()));
+
+    // With compress: %b is the gzip body's length, far below the file's size.
+    let s = Server::site(
+        "\"access-log\", \"compress\", \"static-file\"",
+        "[vhost.access-log]\npath = \"access.log\"\nformat = \"common\"\n",
+        move |d| {
+            d.write("www/big.css", &css);
+        },
+    );
+    let gz = s.req("GET", "/big.css?gz", &["Accept-Encoding: gzip"]);
+    assert_eq!(gz.status, 200);
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let sent = gz.raw_body.len();
+    assert!(sent < 10_000, "{sent}");
+    let part = s.req(
+        "GET",
+        "/big.css?part",
+        &["Accept-Encoding: gzip", "Range: bytes=100-199"],
+    );
+    assert_eq!(part.status, 206);
+    let lines = stop_and_read_log(s);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let f = log_fields(&lines[0]);
+    assert_eq!((st(&f[5]), st(&f[6])), ("200", sent.to_string().as_str()));
+    let f = log_fields(&lines[1]);
+    assert_eq!((st(&f[5]), st(&f[6])), ("206", "100"));
 }
 
 #[test]
@@ -1084,14 +1217,29 @@ fn b39_log_escaping() {
 
 #[test]
 fn b40_no_public_for_authorized_requests() {
-    // Not yet testable: Basic Auth on the vhost and its 401 challenge (auth-basic module)
+    // Basic Auth on the vhost (user "user", password "pass"; the hash is
+    // `openssl passwd -apr1 -salt saltsalt pass`).
     let s = Server::site(
-        "\"expires\", \"static-file\"",
-        "[vhost.expires]\nmime-types = { \"text/html\" = \"access plus 1 days\" }\n",
+        "\"auth-basic\", \"expires\", \"static-file\"",
+        "[vhost.expires]\nmime-types = { \"text/html\" = \"access plus 1 days\" }\n\
+         [vhost.auth-basic]\nrealm = \"site\"\nuser-file = \"htpasswd\"\n",
         |d| {
+            d.write("htpasswd", "user:$apr1$saltsalt$xx013OFx2cRtDjpNeiZXf.\n");
             d.write("www/secret.html", "<p>secret</p>");
         },
     );
+    // the 401 challenge gets no long max-age and no Expires
+    let r = s.get("/secret.html");
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"site\", charset=\"UTF-8\"")
+    );
+    assert!(r
+        .header_all("cache-control")
+        .iter()
+        .all(|v| !v.contains("max-age=86400")));
+    assert_eq!(r.header("expires"), None);
     let r = s.req(
         "GET",
         "/secret.html",

@@ -3,9 +3,17 @@
 
 mod util;
 
+mod access;
 mod access_log;
+mod auth_basic;
 mod cases;
+mod compress;
 mod config;
+mod dir_listing;
+mod error_pages;
+mod plugins;
+mod redirect;
+mod rewrite;
 mod rules;
 mod static_file;
 mod vhost;

@@ -7,6 +7,13 @@
 //! | `headers` | response | lighttpd `setenv.*-response-header`, nginx `add_header … always` |
 //! | `expires` | response | lighttpd mod_expire, nginx `expires` |
 //! | `access-log` | log | lighttpd mod_accesslog, nginx `access_log` |
+//! | `access` | request | lighttpd mod_access + `$HTTP["remoteip"]`, nginx `allow`/`deny` |
+//! | `auth-basic` | request | lighttpd mod_auth (htpasswd), Cherokee htpasswd, nginx `auth_basic` |
+//! | `compress` | content, response | lighttpd mod_deflate, Cherokee gzip encoder, nginx `gzip`/`gzip_static` |
+//! | `dir-listing` | content | lighttpd mod_dirlisting, Cherokee `dirlist`, nginx `autoindex` |
+//! | `redirect` | request | lighttpd `url.redirect`, Cherokee `redir` (shown), nginx `return` |
+//! | `rewrite` | request | lighttpd `url.rewrite-once` / `-if-not-file`, Cherokee `redir` (internal) |
+//! | `error-pages` | response | lighttpd `server.errorfile-prefix`, Cherokee `error_handler`, nginx `error_page` |
 //!
 //! ```
 //! let mut reg = tessera_core::Registry::new();
@@ -14,15 +21,31 @@
 //! assert!(reg.contains("static-file"));
 //! ```
 
+#[cfg(feature = "access")]
+pub mod access;
 #[cfg(feature = "access-log")]
 pub mod access_log;
+#[cfg(feature = "auth-basic")]
+pub mod auth_basic;
+#[cfg(feature = "compress")]
+pub mod compress;
+#[cfg(feature = "dir-listing")]
+pub mod dir_listing;
+#[cfg(feature = "error-pages")]
+pub mod error_pages;
 #[cfg(feature = "expires")]
 pub mod expires;
 #[cfg(feature = "headers")]
 pub mod headers;
+#[cfg(feature = "redirect")]
+pub mod redirect;
+#[cfg(feature = "rewrite")]
+pub mod rewrite;
 pub mod skeleton;
 #[cfg(feature = "static-file")]
 pub mod static_file;
+#[cfg(any(feature = "redirect", feature = "rewrite"))]
+pub mod url_rule;
 
 use tessera_core::registry::{Registry, RegistryError};
 
@@ -39,5 +62,19 @@ pub fn register_all(reg: &mut Registry) -> Result<(), RegistryError> {
     reg.register::<expires::Expires>()?;
     #[cfg(feature = "access-log")]
     reg.register::<access_log::AccessLog>()?;
+    #[cfg(feature = "access")]
+    reg.register::<access::Access>()?;
+    #[cfg(feature = "auth-basic")]
+    reg.register::<auth_basic::AuthBasic>()?;
+    #[cfg(feature = "compress")]
+    reg.register::<compress::Compress>()?;
+    #[cfg(feature = "dir-listing")]
+    reg.register::<dir_listing::DirListing>()?;
+    #[cfg(feature = "redirect")]
+    reg.register::<redirect::Redirect>()?;
+    #[cfg(feature = "rewrite")]
+    reg.register::<rewrite::Rewrite>()?;
+    #[cfg(feature = "error-pages")]
+    reg.register::<error_pages::ErrorPages>()?;
     Ok(())
 }

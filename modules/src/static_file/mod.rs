@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde::Deserialize;
 use smallvec::smallvec;
-use tessera_core::actix_web::http::header::{self, HeaderValue};
+use tessera_core::actix_web::http::header::{self, HeaderName, HeaderValue};
 use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::response::error_response;
@@ -244,10 +244,12 @@ fn last_modified(meta: &Metadata) -> Option<SystemTime> {
 }
 
 /// A strong ETag from modification time (seconds and nanoseconds) and size, in
-/// hex: `"65f1a2b3.1d2e3f-1f4"`. It changes whenever a write changes the mtime.
-fn etag(meta: &Metadata) -> String {
+/// hex, with `suffix` before the closing quote: `"65f1a2b3.1d2e3f-1f4"`, or
+/// `"65f1a2b3.1d2e3f-1f4-br"` for suffix `-br`. It changes whenever a write
+/// changes the mtime.
+fn etag(meta: &Metadata, suffix: &str) -> String {
     format!(
-        "\"{:x}.{:x}-{:x}\"",
+        "\"{:x}.{:x}-{:x}{suffix}\"",
         meta.mtime() as u64,
         meta.mtime_nsec() as u64,
         meta.len()
@@ -264,131 +266,173 @@ fn boundary() -> String {
 }
 
 impl StaticFile {
-    fn serve(
-        &self,
-        cx: &Ctx<'_>,
-        mut file: File,
-        meta: &Metadata,
-        ext: Option<&str>,
-    ) -> HttpResponse {
-        if let Some(r) = method_check(cx) {
+    fn serve(&self, cx: &Ctx<'_>, file: File, meta: &Metadata, ext: Option<&str>) -> HttpResponse {
+        serve_file(
+            cx,
+            file,
+            meta,
+            &Representation {
+                content_type: self.mime.lookup(ext),
+                etag: self.etag,
+                etag_suffix: "",
+                headers: &[],
+            },
+        )
+    }
+}
+
+/// How [`serve_file`] labels the file it sends.
+pub struct Representation<'a> {
+    /// The Content-Type (for a precompressed sidecar, the type of the original
+    /// name, not `application/gzip`).
+    pub content_type: HeaderValue,
+    /// Send an `ETag` and honour entity-tag conditions (static-file's `etag`).
+    pub etag: bool,
+    /// Appended to the ETag inside its quotes (`"-br"` gives `"…-br"`), so that
+    /// each content-coding of a resource has its own tag (RFC 9110 §8.8.3);
+    /// `""` for none.
+    pub etag_suffix: &'a str,
+    /// Fields added to the 200 and 206 responses (HEAD included), for example
+    /// `Content-Encoding`; not to 304, 412 or 416.
+    pub headers: &'a [(HeaderName, HeaderValue)],
+}
+
+/// Answers a GET or HEAD for an open regular `file` with metadata `meta` (of the
+/// open descriptor): 405/OPTIONS handling, `Last-Modified` and `ETag`,
+/// conditional requests (RFC 9110 §13.2.2: 304, 412), Range (§14: 206, multipart,
+/// If-Range, 416), and 200 otherwise, with `Accept-Ranges: bytes`. Files up to
+/// [`SMALL_FILE`] bytes are read into one buffer; larger ones are streamed.
+/// This is the `static-file` content handler's response; other modules (the
+/// `compress` module's precompressed sidecars) call it for files they chose.
+pub fn serve_file(
+    cx: &Ctx<'_>,
+    mut file: File,
+    meta: &Metadata,
+    rep: &Representation<'_>,
+) -> HttpResponse {
+    if let Some(r) = method_check(cx) {
+        return r;
+    }
+    let size = meta.len();
+    let lm = last_modified(meta);
+    let tag = if rep.etag {
+        etag(meta, rep.etag_suffix)
+    } else {
+        String::new()
+    };
+    let headers = cx.req.headers();
+    let validators = |r: &mut HttpResponse| {
+        let h = r.headers_mut();
+        if !tag.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&tag) {
+                h.insert(header::ETAG, v);
+            }
+        }
+        if let Some(t) = lm {
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t)) {
+                h.insert(header::LAST_MODIFIED, v);
+            }
+        }
+    };
+    // With ETags off, entity-tag conditions compare against a tag that never
+    // matches a well-formed one.
+    let cmp_tag = if rep.etag { tag.as_str() } else { "\"\u{0}\"" };
+    match conditional::evaluate(headers, cmp_tag, lm) {
+        Precondition::NotModified => {
+            let mut r = HttpResponse::NotModified().finish();
+            validators(&mut r);
             return r;
         }
-        let size = meta.len();
-        let lm = last_modified(meta);
-        let tag = if self.etag { etag(meta) } else { String::new() };
-        let headers = cx.req.headers();
-        let validators = |r: &mut HttpResponse| {
-            let h = r.headers_mut();
-            if !tag.is_empty() {
-                if let Ok(v) = HeaderValue::from_str(&tag) {
-                    h.insert(header::ETAG, v);
-                }
-            }
-            if let Some(t) = lm {
-                if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t)) {
-                    h.insert(header::LAST_MODIFIED, v);
-                }
-            }
-        };
-        // With ETags off, entity-tag conditions compare against a tag that never
-        // matches a well-formed one.
-        let cmp_tag = if self.etag { tag.as_str() } else { "\"\u{0}\"" };
-        match conditional::evaluate(headers, cmp_tag, lm) {
-            Precondition::NotModified => {
-                let mut r = HttpResponse::NotModified().finish();
-                validators(&mut r);
-                return r;
-            }
-            Precondition::Failed => return error_response(StatusCode::PRECONDITION_FAILED),
-            Precondition::Proceed => {}
+        Precondition::Failed => return error_response(StatusCode::PRECONDITION_FAILED),
+        Precondition::Proceed => {}
+    }
+    let ctype = rep.content_type.clone();
+    let is_get = cx.req.method() == Method::GET;
+    let ranges = match headers.get(header::RANGE) {
+        Some(v) if is_get && conditional::if_range(headers, cmp_tag, lm) => {
+            range::parse(v.to_str().unwrap_or(""), size)
         }
-        let ctype = self.mime.lookup(ext);
-        let is_get = cx.req.method() == Method::GET;
-        let ranges = match headers.get(header::RANGE) {
-            Some(v) if is_get && conditional::if_range(headers, cmp_tag, lm) => {
-                range::parse(v.to_str().unwrap_or(""), size)
+        _ => RangeRequest::Ignore,
+    };
+    let mut r = match ranges {
+        RangeRequest::Unsatisfiable => {
+            let mut r = error_response(StatusCode::RANGE_NOT_SATISFIABLE);
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
             }
-            _ => RangeRequest::Ignore,
-        };
-        let mut r = match ranges {
-            RangeRequest::Unsatisfiable => {
-                let mut r = error_response(StatusCode::RANGE_NOT_SATISFIABLE);
-                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                    r.headers_mut().insert(header::CONTENT_RANGE, v);
+            r.headers_mut().insert(header::ACCEPT_RANGES, BYTES);
+            return r;
+        }
+        RangeRequest::Ranges(rs) if rs.len() == 1 => {
+            let br = rs[0];
+            let mut r = HttpResponse::PartialContent().body(FileBody::new(
+                file,
+                smallvec![Segment::File {
+                    offset: br.start,
+                    len: br.len
+                }],
+            ));
+            if let Ok(v) =
+                HeaderValue::from_str(&format!("bytes {}-{}/{size}", br.start, br.last()))
+            {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            r.headers_mut().insert(header::CONTENT_TYPE, ctype);
+            r
+        }
+        RangeRequest::Ranges(rs) => {
+            let b = boundary();
+            let mut segs = smallvec::SmallVec::new();
+            for (i, br) in rs.iter().enumerate() {
+                let head = format!(
+                    "{}--{b}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
+                    if i == 0 { "" } else { "\r\n" },
+                    ctype.to_str().unwrap_or(mime::DEFAULT_TYPE),
+                    br.start,
+                    br.last()
+                );
+                segs.push(Segment::Bytes(Bytes::from(head)));
+                segs.push(Segment::File {
+                    offset: br.start,
+                    len: br.len,
+                });
+            }
+            segs.push(Segment::Bytes(Bytes::from(format!("\r\n--{b}--\r\n"))));
+            let mut r = HttpResponse::PartialContent().body(FileBody::new(file, segs));
+            if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={b}")) {
+                r.headers_mut().insert(header::CONTENT_TYPE, v);
+            }
+            r
+        }
+        RangeRequest::Ignore => {
+            let mut r = if !is_get {
+                HttpResponse::Ok().body(HeadBody(size))
+            } else if size <= SMALL_FILE {
+                let mut buf = Vec::with_capacity(size as usize);
+                match file.by_ref().take(size).read_to_end(&mut buf) {
+                    Ok(_) => HttpResponse::Ok().body(buf),
+                    Err(e) => {
+                        tracing::warn!(path = %cx.path(), error = %e, "read failed");
+                        return error_response(StatusCode::INTERNAL_SERVER_ERROR);
+                    }
                 }
-                r.headers_mut().insert(header::ACCEPT_RANGES, BYTES);
-                return r;
-            }
-            RangeRequest::Ranges(rs) if rs.len() == 1 => {
-                let br = rs[0];
-                let mut r = HttpResponse::PartialContent().body(FileBody::new(
+            } else {
+                HttpResponse::Ok().body(FileBody::new(
                     file,
                     smallvec![Segment::File {
-                        offset: br.start,
-                        len: br.len
+                        offset: 0,
+                        len: size
                     }],
-                ));
-                if let Ok(v) =
-                    HeaderValue::from_str(&format!("bytes {}-{}/{size}", br.start, br.last()))
-                {
-                    r.headers_mut().insert(header::CONTENT_RANGE, v);
-                }
-                r.headers_mut().insert(header::CONTENT_TYPE, ctype);
-                r
-            }
-            RangeRequest::Ranges(rs) => {
-                let b = boundary();
-                let mut segs = smallvec::SmallVec::new();
-                for (i, br) in rs.iter().enumerate() {
-                    let head = format!(
-                        "{}--{b}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
-                        if i == 0 { "" } else { "\r\n" },
-                        ctype.to_str().unwrap_or(mime::DEFAULT_TYPE),
-                        br.start,
-                        br.last()
-                    );
-                    segs.push(Segment::Bytes(Bytes::from(head)));
-                    segs.push(Segment::File {
-                        offset: br.start,
-                        len: br.len,
-                    });
-                }
-                segs.push(Segment::Bytes(Bytes::from(format!("\r\n--{b}--\r\n"))));
-                let mut r = HttpResponse::PartialContent().body(FileBody::new(file, segs));
-                if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={b}"))
-                {
-                    r.headers_mut().insert(header::CONTENT_TYPE, v);
-                }
-                r
-            }
-            RangeRequest::Ignore => {
-                let mut r = if !is_get {
-                    HttpResponse::Ok().body(HeadBody(size))
-                } else if size <= SMALL_FILE {
-                    let mut buf = Vec::with_capacity(size as usize);
-                    match file.by_ref().take(size).read_to_end(&mut buf) {
-                        Ok(_) => HttpResponse::Ok().body(buf),
-                        Err(e) => {
-                            tracing::warn!(path = %cx.path(), error = %e, "read failed");
-                            return error_response(StatusCode::INTERNAL_SERVER_ERROR);
-                        }
-                    }
-                } else {
-                    HttpResponse::Ok().body(FileBody::new(
-                        file,
-                        smallvec![Segment::File {
-                            offset: 0,
-                            len: size
-                        }],
-                    ))
-                };
-                r.headers_mut().insert(header::CONTENT_TYPE, ctype);
-                r
-            }
-        };
-        r.headers_mut().insert(header::ACCEPT_RANGES, BYTES);
-        validators(&mut r);
-        r
+                ))
+            };
+            r.headers_mut().insert(header::CONTENT_TYPE, ctype);
+            r
+        }
+    };
+    r.headers_mut().insert(header::ACCEPT_RANGES, BYTES);
+    validators(&mut r);
+    for (k, v) in rep.headers {
+        r.headers_mut().insert(k.clone(), v.clone());
     }
+    r
 }
