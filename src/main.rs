@@ -21,6 +21,9 @@ struct Cli {
     /// pipelines, and exit (like `nginx -t`).
     #[arg(short = 't', long = "test")]
     test: bool,
+    /// Write the process id to this file once listening (removed at exit).
+    #[arg(long = "pid-file", value_name = "FILE")]
+    pid_file: Option<PathBuf>,
 }
 
 fn registry() -> anyhow::Result<Registry> {
@@ -111,7 +114,11 @@ fn main() -> ExitCode {
             return Ok(());
         }
         init_tracing(&cfg.server.log_level);
-        tessera_core::server::run(Arc::new(cfg)).await?;
+        let rt = tessera_core::supervisor::Runtime::new(cfg, cli.config.clone(), reg.clone());
+        let opts = tessera_core::server::RunOptions {
+            pid_file: cli.pid_file.clone(),
+        };
+        tessera_core::server::run(Arc::new(rt), opts).await?;
         Ok(())
     });
     match result {

@@ -31,6 +31,9 @@ pub mod registry;
 pub mod response;
 pub mod rule;
 pub mod server;
+pub mod stats;
+pub mod tls;
+pub mod supervisor;
 pub mod vhost;
 
 pub use config::{Config, ConfigError};

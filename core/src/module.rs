@@ -82,6 +82,10 @@ pub trait Module: Send + Sync + 'static {
     /// Called once when the server stops, after all requests finished: flush
     /// buffers. Must not block for long (it runs on the main thread).
     fn on_shutdown(&self) {}
+
+    /// Called on SIGUSR1: reopen log files (the logrotate convention of nginx
+    /// and lighttpd). Runs on the main thread; must not block for long.
+    fn on_reopen(&self) {}
 }
 
 /// What a module's `build` gets besides its own configuration table.

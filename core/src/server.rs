@@ -14,23 +14,42 @@ use actix_web::web::Bytes;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 use smallvec::SmallVec;
 
-use crate::config::Config;
+use crate::config::{Config, ServerSettings};
+use crate::supervisor::Runtime;
 use crate::context::{request_host, Ctx, LogRecord};
 use crate::module::{Hooks, Module, Outcome};
 use crate::response::error_response;
+
+/// The port of the first bound TLS listener (0 before binding or without TLS),
+/// for `https-redirect` when `listen-tls` asks for port 0.
+static TLS_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
 
 /// `Allow` for `OPTIONS *` (RFC 9110 §9.3.7): the methods Tessera serves.
 const ALLOW_ALL: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
 const SERVER: HeaderValue = HeaderValue::from_static("tessera");
 
-/// Binds every listen address, prints `tessera: listening on http://ADDR` for
-/// each (on stdout, so that tests and scripts learn a port 0 address), serves
-/// until SIGINT/SIGTERM (graceful, up to `shutdown-timeout` seconds) and then runs
-/// the modules' shutdown hooks (flushing access logs).
+/// Options of [`run`] that come from the command line.
+#[derive(Debug, Default, Clone)]
+pub struct RunOptions {
+    /// Write the process id here once listening; removed at exit
+    /// (`--pid-file`, like nginx's `pid`).
+    pub pid_file: Option<std::path::PathBuf>,
+}
+
+/// Binds every listen address (TLS ones with the SNI resolver), prints
+/// `tessera: listening on http://ADDR` (or `https://`) for each on stdout, so that
+/// tests and scripts learn a port 0 address, then serves until SIGINT/SIGTERM
+/// (graceful, up to `shutdown-timeout` seconds) and runs the modules' shutdown
+/// hooks (flushing access logs). SIGHUP reloads and SIGUSR1 reopens logs (see
+/// [`crate::supervisor`]).
 ///
 /// # Errors
-/// A listen address that cannot be bound (in use, no permission).
-pub async fn run(cfg: Arc<Config>) -> std::io::Result<()> {
+/// A listen address that cannot be bound (in use, no permission), or a pid file
+/// that cannot be written.
+pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
+    use actix::Actor;
+    use actix_rt::signal::unix::{signal, SignalKind};
+    let cfg = rt.current.load_full();
     let s = &cfg.server;
     let spans = s.request_spans;
     let workers = if s.workers == 0 {
@@ -38,9 +57,9 @@ pub async fn run(cfg: Arc<Config>) -> std::io::Result<()> {
     } else {
         s.workers
     };
-    let app_cfg = cfg.clone();
+    let app_rt = rt.clone();
     let mut server = HttpServer::new(move || {
-        let cfg = app_cfg.clone();
+        let rt = app_rt.clone();
         App::new()
             .wrap(actix_web::middleware::Condition::new(
                 spans,
@@ -48,7 +67,7 @@ pub async fn run(cfg: Arc<Config>) -> std::io::Result<()> {
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
                 let (req, _payload) = sreq.into_parts();
-                let res = handle(&cfg, &req);
+                let res = handle(&rt.current.load(), &req);
                 std::future::ready(Ok::<_, actix_web::Error>(ServiceResponse::new(req, res)))
             }))
     })
@@ -61,17 +80,44 @@ pub async fn run(cfg: Arc<Config>) -> std::io::Result<()> {
     .client_request_timeout(Duration::from_secs(s.client_header_timeout))
     .shutdown_timeout(s.shutdown_timeout)
     .max_connections(s.max_connections)
-    .tcp_nodelay(true);
+    .tcp_nodelay(true)
+    .on_connect(|_, ext| {
+        ext.insert(crate::stats::ConnectionGuard::new());
+    });
     for a in &s.listen {
-        server = server
-            .bind(a.as_str())
-            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {a}: {e}")))?;
+        server = server.bind(a.as_str()).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {a}: {e}"))
+        })?;
+    }
+    for a in &s.listen_tls {
+        let tls = crate::tls::server_config(rt.sni.clone());
+        server = server.bind_rustls_0_23(a.as_str(), tls).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {a} (TLS): {e}"))
+        })?;
+    }
+    let hup = signal(SignalKind::hangup())?;
+    let usr1 = signal(SignalKind::user_defined1())?;
+    crate::supervisor::Supervisor::new(
+        rt.clone(),
+        vec![
+            crate::supervisor::SignalStream::new(hup, crate::supervisor::Sig::Hup),
+            crate::supervisor::SignalStream::new(usr1, crate::supervisor::Sig::Usr1),
+        ],
+    )
+    .start();
+    if let Some(p) = &opts.pid_file {
+        std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot write pid file {}: {e}", p.display()))
+        })?;
     }
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        for a in server.addrs() {
-            let _ = writeln!(out, "tessera: listening on http://{a}");
+        for (a, scheme) in server.addrs_with_scheme() {
+            if scheme == "https" && TLS_PORT.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                TLS_PORT.store(a.port(), std::sync::atomic::Ordering::Relaxed);
+            }
+            let _ = writeln!(out, "tessera: listening on {scheme}://{a}");
         }
         let _ = out.flush();
     }
@@ -81,8 +127,12 @@ pub async fn run(cfg: Arc<Config>) -> std::io::Result<()> {
         "serving {}",
         cfg.file.display()
     );
+    drop(cfg);
     let result = server.run().await;
-    cfg.shutdown();
+    rt.current.load().shutdown();
+    if let Some(p) = &opts.pid_file {
+        let _ = std::fs::remove_file(p);
+    }
     tracing::info!("stopped");
     result
 }
@@ -104,7 +154,32 @@ fn is_known_method(m: &Method) -> bool {
 
 /// Checks of RFC 9110/9112 that come before any module: returns the response to
 /// send instead of running the pipeline.
-fn protocol_check(req: &HttpRequest) -> Option<HttpResponse> {
+fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResponse> {
+    // RFC 9110 §15.5.15: a request target longer than we accept is 414.
+    if req.uri().path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
+        return Some(error_response(StatusCode::URI_TOO_LONG));
+    }
+    // RFC 6585 §5: header fields larger than we accept are 431.
+    let head: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if head > limits.max_request_header_size {
+        return Some(error_response(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+    }
+    // RFC 9110 §15.5.14: a body larger than we accept is 413 (bodies are
+    // announced by Content-Length; chunked bodies are never read).
+    if let Some(len) = req.headers().get(header::CONTENT_LENGTH) {
+        if len
+            .to_str()
+            .ok()
+            .and_then(|l| l.trim().parse::<u64>().ok())
+            .is_some_and(|l| l > limits.max_body_size)
+        {
+            return Some(error_response(StatusCode::PAYLOAD_TOO_LARGE));
+        }
+    }
     let hosts = req.headers().get_all(header::HOST);
     let mut n = 0;
     for h in hosts {
@@ -134,13 +209,16 @@ fn protocol_check(req: &HttpRequest) -> Option<HttpResponse> {
 
 /// Runs one request through the pipeline of its vhost.
 fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
-    let early = protocol_check(req);
+    let early = protocol_check(req, &cfg.server);
     let vhost = cfg.vhosts.select(if early.is_some() {
         None
     } else {
         request_host(req)
     });
     let mut early = early;
+    if early.is_none() && vhost.https_redirect && !req.app_config().secure() {
+        early = Some(https_redirect(req, &cfg.server));
+    }
     let raw_path = req.uri().path();
     let path = if early.is_some() {
         std::borrow::Cow::Borrowed("/")
@@ -204,6 +282,11 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         }
     }
     res.headers_mut().insert(header::SERVER, SERVER);
+    let sized = match res.body().size() {
+        BodySize::Sized(n) if req.method() != Method::HEAD => n,
+        _ => 0,
+    };
+    vhost.counters.record(res.status().as_u16(), sized);
     // A rewrite may have brought in log modules the first resolution lacked.
     let times = times.or_else(|| {
         active
@@ -236,6 +319,32 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         complete: false,
     };
     res.map_body(|_, body| BoxBody::new(LoggedBody { body, state }))
+}
+
+/// 301 to the same host, path and query over https (the first TLS listen
+/// port, left out when it is 443).
+fn https_redirect(req: &HttpRequest, s: &ServerSettings) -> HttpResponse {
+    let host = request_host(req).map(crate::vhost::strip_port).unwrap_or("localhost");
+    let bound = TLS_PORT.load(std::sync::atomic::Ordering::Relaxed);
+    let port = if bound != 0 {
+        bound
+    } else {
+        s.listen_tls
+            .first()
+            .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+            .map_or(443, |a| a.port())
+    };
+    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let loc = if port == 443 {
+        format!("https://{host}{pq}")
+    } else {
+        format!("https://{host}:{port}{pq}")
+    };
+    let mut r = error_response(StatusCode::MOVED_PERMANENTLY);
+    if let Ok(v) = HeaderValue::from_str(&loc) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
 }
 
 enum Handled {

@@ -50,6 +50,10 @@ pub struct Vhost {
     pub label: String,
     /// Rules and module slots.
     pub pipeline: Pipeline,
+    /// Request counters (kept across reloads by label).
+    pub counters: std::sync::Arc<crate::stats::VhostCounters>,
+    /// Answer plain-HTTP requests with 301 to `https://` (key `https-redirect`).
+    pub https_redirect: bool,
 }
 
 /// All vhosts of a configuration and the lookup tables over their names.
@@ -236,6 +240,8 @@ mod tests {
                 },
                 label: String::new(),
                 pipeline: Pipeline::new(vec![], vec![]),
+                counters: Default::default(),
+                https_redirect: false,
             })
             .collect();
         VhostTable::new(vs, default)

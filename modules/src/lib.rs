@@ -14,6 +14,7 @@
 //! | `redirect` | request | lighttpd `url.redirect`, Cherokee `redir` (shown), nginx `return` |
 //! | `rewrite` | request | lighttpd `url.rewrite-once` / `-if-not-file`, Cherokee `redir` (internal) |
 //! | `error-pages` | response | lighttpd `server.errorfile-prefix`, Cherokee `error_handler`, nginx `error_page` |
+//! | `status` | request | lighttpd mod_status, nginx `stub_status`, Cherokee `server_info` |
 //!
 //! ```
 //! let mut reg = tessera_core::Registry::new();
@@ -44,6 +45,8 @@ pub mod rewrite;
 pub mod skeleton;
 #[cfg(feature = "static-file")]
 pub mod static_file;
+#[cfg(feature = "status")]
+pub mod status;
 #[cfg(any(feature = "redirect", feature = "rewrite"))]
 pub mod url_rule;
 
@@ -62,6 +65,8 @@ pub fn register_all(reg: &mut Registry) -> Result<(), RegistryError> {
     reg.register::<expires::Expires>()?;
     #[cfg(feature = "access-log")]
     reg.register::<access_log::AccessLog>()?;
+    #[cfg(feature = "status")]
+    reg.register::<status::Status>()?;
     #[cfg(feature = "access")]
     reg.register::<access::Access>()?;
     #[cfg(feature = "auth-basic")]

@@ -60,6 +60,50 @@ pub struct ServerSettings {
     /// costs an allocation and a request id per request.
     #[serde(default, alias = "request_spans")]
     pub request_spans: bool,
+    /// Addresses to listen on with TLS (`"IP:PORT"`); HTTP/2 is negotiated by
+    /// ALPN. Default none. Needs certificates: `[server.tls]` and/or the vhosts'
+    /// `tls-certificate`/`tls-key`.
+    #[serde(default, alias = "listen_tls")]
+    pub listen_tls: Vec<String>,
+    /// The default certificate, for clients whose SNI names no vhost with a
+    /// certificate of its own. Without it, the default vhost's (or the first)
+    /// vhost certificate is used.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    /// Longest request target (path and query) in bytes; longer is 414
+    /// (RFC 9110 §15.5.15). Default 8192 (nginx's large header buffer).
+    #[serde(default = "default_max_uri", alias = "max_uri_length")]
+    pub max_uri_length: usize,
+    /// Largest request head (request line and header fields) in bytes; larger
+    /// is 431 (RFC 6585 §5). Default 16384. Beyond 128 KiB or 96 fields the
+    /// HTTP parser answers 431 by itself.
+    #[serde(default = "default_max_head", alias = "max_request_header_size")]
+    pub max_request_header_size: usize,
+    /// Largest request body announced by Content-Length, in bytes; larger is 413
+    /// (RFC 9110 §15.5.14). Default 1 MiB (nginx `client_max_body_size`).
+    /// Bodies are never read by the built-in modules.
+    #[serde(default = "default_max_body", alias = "max_body_size")]
+    pub max_body_size: u64,
+}
+
+/// `[server.tls]`: the default certificate.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// PEM certificate chain, relative to the configuration file.
+    pub certificate: PathBuf,
+    /// PEM private key, relative to the configuration file.
+    pub key: PathBuf,
+}
+
+fn default_max_uri() -> usize {
+    8192
+}
+fn default_max_head() -> usize {
+    16384
+}
+fn default_max_body() -> u64 {
+    1 << 20
 }
 
 fn default_listen() -> Vec<String> {
@@ -106,6 +150,9 @@ enum VhostKey {
     DocumentRoot,
     Modules,
     Rule,
+    TlsCertificate,
+    TlsKey,
+    HttpsRedirect,
 }
 
 /// A loaded, validated configuration, immutable while it serves.
@@ -118,21 +165,32 @@ pub struct Config {
     pub vhosts: VhostTable,
     /// State shared by module instances (log writers).
     pub shared: SharedState,
+    /// TLS certificates by server name.
+    pub tls: Arc<crate::tls::CertTable>,
 }
 
 impl Config {
-    /// Runs every module instance's shutdown hook once (flushes access logs).
-    pub fn shutdown(&self) {
+    fn each_instance(&self, mut f: impl FnMut(&Arc<dyn crate::Module>)) {
         let mut seen: Vec<*const ()> = Vec::new();
         for v in self.vhosts.all() {
             for m in v.pipeline.instances() {
                 let p = Arc::as_ptr(m) as *const ();
                 if !seen.contains(&p) {
                     seen.push(p);
-                    m.on_shutdown();
+                    f(m);
                 }
             }
         }
+    }
+
+    /// Runs every module instance's shutdown hook once (flushes access logs).
+    pub fn shutdown(&self) {
+        self.each_instance(|m| m.on_shutdown());
+    }
+
+    /// Runs every module instance's reopen hook once (SIGUSR1: log rotation).
+    pub fn reopen(&self) {
+        self.each_instance(|m| m.on_reopen());
     }
 }
 
@@ -249,8 +307,12 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     let mut vhosts = Vec::with_capacity(vhost_values.len());
     let mut default = None;
     let mut claimed: HashMap<String, String> = HashMap::new();
+    let mut certs = Vec::new();
     for (i, v) in vhost_values.iter().enumerate() {
-        let (vh, is_default) = build_vhost(file, &dir, i, v, registry, &shared)?;
+        let (vh, is_default, cert) = build_vhost(file, &dir, i, v, registry, &shared)?;
+        if let Some(c) = cert {
+            certs.push((i, vh.info.names.clone(), c));
+        }
         let ve = Err {
             file,
             vhost: Some(vh.label.clone()),
@@ -275,11 +337,32 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         }
         vhosts.push(vh);
     }
+    let default = default.unwrap_or(0);
+    let mut table = crate::tls::CertTable::default();
+    for (_, names, c) in &certs {
+        table.add(names, c.clone());
+    }
+    if let Some(t) = &server.tls {
+        let files = crate::tls::CertFiles {
+            certificate: crate::tls::resolve_path(&dir, &t.certificate),
+            key: crate::tls::resolve_path(&dir, &t.key),
+        };
+        table.set_default(crate::tls::load_cert(&files).map_err(|r| e.at("server.tls", r))?);
+    } else if let Some((_, _, c)) = certs.iter().find(|(i, _, _)| *i == default).or(certs.first()) {
+        table.set_default(c.clone());
+    }
+    if !server.listen_tls.is_empty() && !table.has_default() {
+        return Err(e.at(
+            "server.listen-tls",
+            "TLS listeners need a certificate: set [server.tls] or a vhost's tls-certificate and tls-key",
+        ));
+    }
     Ok(Config {
         file: file.to_owned(),
         server,
-        vhosts: VhostTable::new(vhosts, default.unwrap_or(0)),
+        vhosts: VhostTable::new(vhosts, default),
         shared,
+        tls: Arc::new(table),
     })
 }
 
@@ -364,11 +447,22 @@ fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
                 format!("\"{a}\" is not IP:PORT (use [::1]:PORT for IPv6)"),
             ));
         }
-        if s.listen[..i].contains(a) {
+        if !a.ends_with(":0") && s.listen[..i].contains(a) {
             return Err(e.at(
                 format!("server.listen[{i}]"),
                 format!("\"{a}\" is listed twice"),
             ));
+        }
+    }
+    for (i, a) in s.listen_tls.iter().enumerate() {
+        if a.parse::<std::net::SocketAddr>().is_err() {
+            return Err(e.at(
+                format!("server.listen-tls[{i}]"),
+                format!("\"{a}\" is not IP:PORT (use [::1]:PORT for IPv6)"),
+            ));
+        }
+        if !a.ends_with(":0") && (s.listen.contains(a) || s.listen_tls[..i].contains(a)) {
+            return Err(e.at(format!("server.listen-tls[{i}]"), format!("\"{a}\" is listed twice")));
         }
     }
     if s.max_connections == 0 {
@@ -384,7 +478,7 @@ fn build_vhost(
     v: &Value,
     registry: &Registry,
     shared: &SharedState,
-) -> Result<(Vhost, bool), ConfigError> {
+) -> Result<(Vhost, bool, Option<Arc<rustls::sign::CertifiedKey>>), ConfigError> {
     let table = v.as_object().ok_or_else(|| ConfigError {
         file: file.to_owned(),
         vhost: Some(format!("#{index}")),
@@ -444,6 +538,9 @@ fn build_vhost(
         }
     }
     let mut is_default = false;
+    let mut tls_cert: Option<PathBuf> = None;
+    let mut tls_key: Option<PathBuf> = None;
+    let mut https_redirect = false;
     let mut document_root = None;
     let mut modules: Vec<String> = Vec::new();
     let mut rules_value: &[Value] = &[];
@@ -464,6 +561,15 @@ fn build_vhost(
                 modules = serde_json::from_value(val.clone())
                     .map_err(|err| e.at("modules", format!("must be a list of module names: {err}")))?;
             }
+            Ok(VhostKey::TlsCertificate) => {
+                tls_cert = Some(PathBuf::from(val.as_str().ok_or_else(|| e.at("tls-certificate", "must be a string (a PEM file)"))?));
+            }
+            Ok(VhostKey::TlsKey) => {
+                tls_key = Some(PathBuf::from(val.as_str().ok_or_else(|| e.at("tls-key", "must be a string (a PEM file)"))?));
+            }
+            Ok(VhostKey::HttpsRedirect) => {
+                https_redirect = val.as_bool().ok_or_else(|| e.at("https-redirect", "must be true or false"))?;
+            }
             Ok(VhostKey::Rule) => {
                 rules_value = val
                     .as_array()
@@ -474,7 +580,7 @@ fn build_vhost(
                 return Err(e.at(
                     k.as_str(),
                     format!(
-                        "unknown key or module (keys: server-names, default, document-root, modules, rule; modules: {})",
+                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect; modules: {})",
                         registry.names().join(", ")
                     ),
                 ))
@@ -519,6 +625,18 @@ fn build_vhost(
             ));
         }
     }
+    let tls = match (tls_cert, tls_key) {
+        (None, None) => None,
+        (Some(c), Some(k)) => {
+            let files = crate::tls::CertFiles {
+                certificate: crate::tls::resolve_path(dir, &c),
+                key: crate::tls::resolve_path(dir, &k),
+            };
+            Some(crate::tls::load_cert(&files).map_err(|r| e.at("tls-certificate", r))?)
+        }
+        (Some(_), None) => return Err(e.at("tls-key", "missing (tls-certificate is set)")),
+        (None, Some(_)) => return Err(e.at("tls-certificate", "missing (tls-key is set)")),
+    };
     let info = VhostInfo {
         index,
         names,
@@ -622,9 +740,12 @@ fn build_vhost(
     Ok((
         Vhost {
             info,
+            counters: crate::stats::global().vhost(&label),
+            https_redirect,
             label,
             pipeline: Pipeline::new(rules, slots),
         },
         is_default,
+        tls,
     ))
 }

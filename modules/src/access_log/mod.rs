@@ -170,6 +170,12 @@ impl Module for AccessLog {
     fn on_shutdown(&self) {
         self.file.write_pending();
     }
+
+    /// SIGUSR1: pending lines go to the old file, later ones to a new file at
+    /// the same path (logrotate's `create` then signal, as with nginx).
+    fn on_reopen(&self) {
+        self.file.reopen_soon();
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use actix::{Actor, Addr, Handler, Message, SyncArbiter, SyncContext};
@@ -51,8 +51,8 @@ struct Shared {
     buf: Mutex<Vec<u8>>,
     /// The file. Always locked before `buf` when both are held.
     out: Mutex<Output>,
-    lines_written: AtomicU64,
-    lines_dropped: AtomicU64,
+    /// Kept by path in the process-wide stats, so they survive reloads.
+    counters: Arc<tessera_core::stats::LogCounters>,
     warned_full: AtomicBool,
 }
 
@@ -83,14 +83,14 @@ impl Shared {
         let lines = out.spare.iter().filter(|&&b| b == b'\n').count() as u64;
         match out.file.write_all(&out.spare) {
             Ok(()) => {
-                self.lines_written.fetch_add(lines, Ordering::Relaxed);
+                self.counters.written.fetch_add(lines, Ordering::Relaxed);
                 if out.failing {
                     out.failing = false;
                     tracing::info!(path = %self.path.display(), "access log writable again");
                 }
             }
             Err(e) => {
-                self.lines_dropped.fetch_add(lines, Ordering::Relaxed);
+                self.counters.dropped.fetch_add(lines, Ordering::Relaxed);
                 if !out.failing {
                     out.failing = true;
                     tracing::error!(path = %self.path.display(), error = %e, "cannot write access log; dropping lines");
@@ -135,6 +135,7 @@ impl LogFile {
     /// The OS error from opening the file.
     pub fn open(path: PathBuf) -> io::Result<LogFile> {
         let file = open_append(&path)?;
+        let counters = tessera_core::stats::global().log_file(&path);
         let shared = Arc::new(Shared {
             path,
             buf: Mutex::new(Vec::new()),
@@ -143,8 +144,7 @@ impl LogFile {
                 spare: Vec::new(),
                 failing: false,
             }),
-            lines_written: AtomicU64::new(0),
-            lines_dropped: AtomicU64::new(0),
+            counters,
             warned_full: AtomicBool::new(false),
         });
         let addr = actix::System::try_current().map(|_| {
@@ -166,15 +166,15 @@ impl LogFile {
         self.addr.as_ref()
     }
 
-    /// Lines written to the file so far.
+    /// Lines written to the file since the process started.
     pub fn lines_written(&self) -> u64 {
-        self.shared.lines_written.load(Ordering::Relaxed)
+        self.shared.counters.written.load(Ordering::Relaxed)
     }
 
     /// Lines dropped so far: the pending batch was full ([`MAX_PENDING`]) or a
     /// write failed.
     pub fn lines_dropped(&self) -> u64 {
-        self.shared.lines_dropped.load(Ordering::Relaxed)
+        self.shared.counters.dropped.load(Ordering::Relaxed)
     }
 
     /// Queues `line` (one or more whole lines, each ending in `\n`). Called on the
@@ -186,7 +186,7 @@ impl LogFile {
             let mut buf = lock(&self.shared.buf);
             if buf.len() + line.len() > MAX_PENDING {
                 drop(buf);
-                self.shared.lines_dropped.fetch_add(1, Ordering::Relaxed);
+                self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
                 if !self.shared.warned_full.swap(true, Ordering::Relaxed) {
                     tracing::warn!(path = %self.shared.path.display(), "access log batch full; dropping lines");
                 }
@@ -221,6 +221,20 @@ impl LogFile {
                 }
             }
             None => self.shared.write_pending(),
+        }
+    }
+
+    /// Asks the writer to write pending lines to the current file and then
+    /// reopen the file by its path, without waiting (SIGUSR1). Lines appended
+    /// after this call go to the new file.
+    pub fn reopen_soon(&self) {
+        match &self.addr {
+            Some(addr) => addr.do_send(Reopen),
+            None => {
+                if let Err(e) = self.shared.reopen() {
+                    tracing::error!(path = %self.shared.path.display(), "cannot reopen access log: {e}");
+                }
+            }
         }
     }
 
@@ -295,7 +309,12 @@ impl Handler<Flush> for Writer {
 impl Handler<Reopen> for Writer {
     type Result = io::Result<()>;
     fn handle(&mut self, _: Reopen, _: &mut SyncContext<Self>) -> io::Result<()> {
-        self.shared.reopen()
+        let r = self.shared.reopen();
+        match &r {
+            Ok(()) => tracing::info!(path = %self.shared.path.display(), "access log reopened"),
+            Err(e) => tracing::error!(path = %self.shared.path.display(), "cannot reopen access log, still writing to the old file: {e}"),
+        }
+        r
     }
 }
 

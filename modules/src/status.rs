@@ -1,0 +1,197 @@
+//! `status`: server counters since start, in plain text or the Prometheus text
+//! exposition format (lighttpd mod_status, nginx stub_status, Cherokee
+//! server_info). Put it on a rule (a path such as `/server-status`); access can
+//! be limited by client address.
+//!
+//! ```toml
+//! [[vhost.rule]]
+//! match = { path-prefix = "/server-status" }
+//! [vhost.rule.status]
+//! allow = ["127.0.0.1", "::1"]   # default: everyone (put it behind a rule!)
+//! format = "text"                # or "prometheus"; `?format=prometheus` also works
+//! ```
+//!
+//! Counters: requests by vhost and status class, response bytes by vhost
+//! (Content-Length of sized bodies), active connections, uptime in seconds,
+//! configuration generation (1 + successful reloads), and access-log lines
+//! written and dropped per file.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+use tessera_core::actix_web::http::header::{self, HeaderValue};
+use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::HttpResponse;
+use tessera_core::response::error_response;
+use tessera_core::rule::{canonical_ip, parse_cidr};
+use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl, Outcome};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// `key: value` lines (default).
+    #[default]
+    Text,
+    /// Prometheus text exposition format 0.0.4.
+    Prometheus,
+}
+
+/// Options of `[vhost.status]` (normally in a rule table).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StatusConfig {
+    /// Client addresses or CIDR ranges allowed to see the page (403 for others).
+    /// Default: everyone.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// `text` (default) or `prometheus`; the query `format=prometheus` or
+    /// `format=text` overrides it per request.
+    #[serde(default)]
+    pub format: Format,
+}
+
+/// The `status` module instance.
+pub struct Status {
+    allow: Vec<IpNet>,
+    format: Format,
+}
+
+impl ModuleDecl for Status {
+    const NAME: &'static str = "status";
+    type Config = StatusConfig;
+
+    fn build(cfg: StatusConfig, _cx: &BuildContext<'_>) -> Result<Self, String> {
+        let allow = cfg
+            .allow
+            .iter()
+            .enumerate()
+            .map(|(i, a)| parse_cidr(a).map_err(|e| format!("allow[{i}]: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Status {
+            allow,
+            format: cfg.format,
+        })
+    }
+}
+
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Escapes a Prometheus label value (`\`, `"`, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Renders the counters in `format`.
+pub fn render(format: Format) -> String {
+    let st = tessera_core::stats::global();
+    let mut out = String::new();
+    let uptime = st.uptime_secs();
+    let generation = st.generation.load(Ordering::Relaxed);
+    let conns = st.connections.load(Ordering::Relaxed).max(0);
+    let vhosts = st.vhosts();
+    let logs = st.log_files();
+    match format {
+        Format::Text => {
+            let _ = writeln!(out, "uptime-seconds: {uptime}");
+            let _ = writeln!(out, "config-generation: {generation}");
+            let _ = writeln!(out, "connections-active: {conns}");
+            for (v, by, bytes) in &vhosts {
+                let _ = write!(out, "vhost {v}:");
+                for (c, n) in CLASSES.iter().zip(by) {
+                    let _ = write!(out, " {c}={n}");
+                }
+                let _ = writeln!(out, " requests={} bytes={bytes}", by.iter().sum::<u64>());
+            }
+            for (p, w, d) in &logs {
+                let _ = writeln!(out, "access-log {}: lines-written={w} lines-dropped={d}", p.display());
+            }
+        }
+        Format::Prometheus => {
+            let _ = writeln!(out, "# HELP tessera_uptime_seconds Seconds since the server started.");
+            let _ = writeln!(out, "# TYPE tessera_uptime_seconds gauge\ntessera_uptime_seconds {uptime}");
+            let _ = writeln!(out, "# HELP tessera_config_generation 1 plus the number of successful reloads.");
+            let _ = writeln!(out, "# TYPE tessera_config_generation gauge\ntessera_config_generation {generation}");
+            let _ = writeln!(out, "# HELP tessera_connections_active Open client connections.");
+            let _ = writeln!(out, "# TYPE tessera_connections_active gauge\ntessera_connections_active {conns}");
+            let _ = writeln!(out, "# HELP tessera_requests_total Responses by vhost and status class.");
+            let _ = writeln!(out, "# TYPE tessera_requests_total counter");
+            for (v, by, _) in &vhosts {
+                for (c, n) in CLASSES.iter().zip(by) {
+                    let _ = writeln!(out, "tessera_requests_total{{vhost=\"{}\",class=\"{c}\"}} {n}", label(v));
+                }
+            }
+            let _ = writeln!(out, "# HELP tessera_response_bytes_total Response body bytes by vhost.");
+            let _ = writeln!(out, "# TYPE tessera_response_bytes_total counter");
+            for (v, _, bytes) in &vhosts {
+                let _ = writeln!(out, "tessera_response_bytes_total{{vhost=\"{}\"}} {bytes}", label(v));
+            }
+            let _ = writeln!(out, "# HELP tessera_access_log_lines_written_total Access-log lines written, by file.");
+            let _ = writeln!(out, "# TYPE tessera_access_log_lines_written_total counter");
+            for (p, w, _) in &logs {
+                let _ = writeln!(out, "tessera_access_log_lines_written_total{{file=\"{}\"}} {w}", label(&p.display().to_string()));
+            }
+            let _ = writeln!(out, "# HELP tessera_access_log_lines_dropped_total Access-log lines dropped, by file.");
+            let _ = writeln!(out, "# TYPE tessera_access_log_lines_dropped_total counter");
+            for (p, _, d) in &logs {
+                let _ = writeln!(out, "tessera_access_log_lines_dropped_total{{file=\"{}\"}} {d}", label(&p.display().to_string()));
+            }
+        }
+    }
+    out
+}
+
+impl Module for Status {
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
+    }
+
+    fn on_request(&self, cx: &mut Ctx<'_>) -> Outcome {
+        if !self.allow.is_empty() {
+            let ok = cx
+                .req
+                .peer_addr()
+                .is_some_and(|a| self.allow.iter().any(|n| n.contains(&canonical_ip(a.ip()))));
+            if !ok {
+                return Outcome::Respond(error_response(StatusCode::FORBIDDEN));
+            }
+        }
+        let format = match cx
+            .query()
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("format="))
+        {
+            Some("prometheus") => Format::Prometheus,
+            Some("text") => Format::Text,
+            _ => self.format,
+        };
+        let ctype = match format {
+            Format::Text => "text/plain; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        };
+        let mut r = HttpResponse::Ok().body(render(format));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        Outcome::Respond(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_both_formats() {
+        tessera_core::stats::global().vhost("unit.test").record(204, 10);
+        let t = render(Format::Text);
+        assert!(t.contains("vhost unit.test: 1xx=0 2xx=1"), "{t}");
+        assert!(t.contains("config-generation: "), "{t}");
+        let p = render(Format::Prometheus);
+        assert!(p.contains("tessera_requests_total{vhost=\"unit.test\",class=\"2xx\"} 1"), "{p}");
+        assert!(p.contains("tessera_response_bytes_total{vhost=\"unit.test\"} 10"), "{p}");
+        assert!(p.contains("# TYPE tessera_connections_active gauge"), "{p}");
+        assert_eq!(label("a\"b\\c"), "a\\\"b\\\\c");
+    }
+}

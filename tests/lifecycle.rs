@@ -1,0 +1,487 @@
+//! Running it in production: reload (SIGHUP) under load, a broken reload, log
+//! rotation (SIGUSR1), graceful shutdown, the pid file, limits and timeouts,
+//! running out of descriptors, TLS with SNI and HTTP/2, the HTTPS redirect, and
+//! the `status` module.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::util::{Response, Server, TempDir};
+
+fn signal(s: &Server, sig: &str) {
+    let st = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(s.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn site(extra_server: &str, vhost_extra: &str) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 2\n{extra_server}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\n{vhost_extra}\n"
+    )
+}
+
+/// A keep-alive HTTP/1.1 client: one request at a time on one connection.
+struct KeepAlive {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl KeepAlive {
+    fn new(addr: SocketAddr) -> KeepAlive {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_nodelay(true).unwrap();
+        KeepAlive {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+
+    /// GET `path`; returns (status, headers, body) or an error text.
+    fn get(&mut self, path: &str) -> Result<(u16, Vec<(String, String)>, Vec<u8>), String> {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n");
+        self.w.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+        let mut line = String::new();
+        self.r.read_line(&mut line).map_err(|e| e.to_string())?;
+        let status: u16 = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line {line:?}"))?;
+        let mut headers = Vec::new();
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            self.r.read_line(&mut h).map_err(|e| e.to_string())?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').ok_or("bad header")?;
+            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
+            if k == "content-length" {
+                len = v.parse().map_err(|_| "bad length")?;
+            }
+            headers.push((k, v));
+        }
+        let mut body = vec![0; len];
+        self.r.read_exact(&mut body).map_err(|e| e.to_string())?;
+        Ok((status, headers, body))
+    }
+}
+
+fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+const GEN1: &str = "modules = [\"headers\", \"static-file\"]\n[vhost.headers]\nset = { \"X-Gen\" = \"1\" }\n";
+const GEN2: &str = "modules = [\"headers\", \"static-file\"]\n[vhost.headers]\nset = { \"X-Gen\" = \"2\" }\n";
+
+#[test]
+fn reload_under_load_drops_nothing() {
+    let s = Server::start(&site("", GEN1), |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    let conf = s.dir.path().join("server.toml");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (total, failures, saw_new) = std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let (stop, addr) = (&stop, s.addr);
+                sc.spawn(move || {
+                    let mut c = KeepAlive::new(addr);
+                    let (mut n, mut bad, mut new) = (0u32, Vec::new(), false);
+                    // Bounded: at most 20,000 requests per client.
+                    while n < 20_000 && !(stop.load(std::sync::atomic::Ordering::Relaxed) && new && n >= 1000) {
+                        match c.get("/ten.txt") {
+                            Ok((200, h, b)) if b == b"0123456789" => new |= header(&h, "x-gen") == Some("2"),
+                            other => bad.push(format!("{other:?}")),
+                        }
+                        n += 1;
+                    }
+                    (n, bad, new)
+                })
+            })
+            .collect();
+        // Let every client get going, then reload.
+        let mut probe = KeepAlive::new(s.addr);
+        for _ in 0..200 {
+            assert_eq!(probe.get("/ten.txt").unwrap().0, 200);
+        }
+        std::fs::write(&conf, site("", GEN2)).unwrap();
+        signal(&s, "HUP");
+        let mut seen = false;
+        for _ in 0..5000 {
+            if header(&probe.get("/ten.txt").unwrap().1, "x-gen") == Some("2") {
+                seen = true;
+                break;
+            }
+        }
+        assert!(seen, "reload never took effect: {}", s.stderr());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut total = 0;
+        let mut failures = Vec::new();
+        let mut all_new = true;
+        for w in workers {
+            let (n, bad, new) = w.join().unwrap();
+            total += n;
+            failures.extend(bad);
+            all_new &= new;
+        }
+        (total, failures, all_new)
+    });
+    assert!(failures.is_empty(), "{} failed of {total}: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(total >= 4000, "only {total} requests");
+    assert!(saw_new, "a keep-alive connection opened before the reload never saw the new configuration");
+    assert!(s.stderr().contains("configuration reloaded"), "{}", s.stderr());
+}
+
+#[test]
+fn broken_reload_keeps_the_old_configuration() {
+    let s = Server::start(&site("", GEN1), |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    std::fs::write(s.dir.path().join("server.toml"), site("", &GEN2.replace("headers\"", "headerz\""))).unwrap();
+    signal(&s, "HUP");
+    // The error is logged; wait for it (bounded) by reading stderr between requests.
+    let mut logged = false;
+    for _ in 0..2000 {
+        let r = s.get("/ten.txt");
+        assert_eq!((r.status, r.header("x-gen")), (200, Some("1")));
+        if s.stderr().contains("reload failed") {
+            logged = true;
+            break;
+        }
+    }
+    assert!(logged, "{}", s.stderr());
+    assert!(s.stderr().contains("unknown module \"headerz\""), "{}", s.stderr());
+    assert_eq!(s.get("/ten.txt").header("x-gen"), Some("1"));
+}
+
+#[test]
+fn sigusr1_rotation_loses_no_line() {
+    let s = Server::start(
+        &site("", "modules = [\"access-log\", \"static-file\"]\n[vhost.access-log]\npath = \"logs/access.log\"\nformat = \"%U\"\n"),
+        |d| {
+            d.write("www/ten.txt", "0123456789");
+        },
+    );
+    let log = s.dir.path().join("logs/access.log");
+    let rotated = s.dir.path().join("logs/access.log.1");
+    for i in 0..100 {
+        s.get(&format!("/ten.txt?before={i}"));
+    }
+    std::fs::rename(&log, &rotated).unwrap();
+    signal(&s, "USR1");
+    // Requests keep coming; once the writer reopened, the new file appears.
+    let mut n = 0;
+    while !log.exists() && n < 5000 {
+        s.get(&format!("/ten.txt?during={n}"));
+        n += 1;
+    }
+    assert!(log.exists(), "never reopened: {}", s.stderr());
+    for i in 0..100 {
+        s.get(&format!("/ten.txt?after={i}"));
+    }
+    let dir = s.dir.path().to_path_buf();
+    assert!(s.stop_keep_dir().success());
+    let old = std::fs::read_to_string(dir.join("logs/access.log.1")).unwrap();
+    let new = std::fs::read_to_string(dir.join("logs/access.log")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(old.lines().count() + new.lines().count(), 200 + n, "lines lost or duplicated");
+    assert!(old.lines().all(|l| l == "/ten.txt"), "split line in {old:?}");
+    assert!(new.lines().all(|l| l == "/ten.txt"));
+    assert!(old.lines().count() >= 100 && new.lines().count() >= 100);
+}
+
+#[test]
+fn graceful_shutdown_finishes_a_download_and_removes_the_pid_file() {
+    let d = TempDir::new("grace");
+    let size = 64 << 20;
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    d.write("www/big.bin", &data);
+    let conf = d.write("server.toml", site("", "modules = [\"static-file\"]\n"));
+    let pid = d.path().join("tessera.pid");
+    let mut child = Command::new(crate::util::bin())
+        .arg("-c")
+        .arg(&conf)
+        .arg("--pid-file")
+        .arg(&pid)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    assert_eq!(std::fs::read_to_string(&pid).unwrap().trim(), child.id().to_string());
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n").unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = c.read(&mut first).unwrap();
+    assert!(n > 0);
+    // Stop while the body is still being sent.
+    assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    let mut all = first[..n].to_vec();
+    all.extend(rest);
+    let resp = Response::parse(&all, false);
+    assert_eq!(resp.status, 200);
+    assert!(resp.body == data, "download cut short: {} of {size} bytes", resp.body.len());
+    assert!(child.wait().unwrap().success());
+    assert!(!pid.exists(), "pid file left behind");
+}
+
+#[test]
+fn slow_header_client_is_cut_off_while_others_are_served() {
+    let s = Server::start(&site("client-header-timeout = 1", "modules = [\"static-file\"]\n"), |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    slow.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site").unwrap();
+    let started = std::time::Instant::now();
+    // Others are served meanwhile.
+    for _ in 0..50 {
+        assert_eq!(s.get("/ten.txt").status, 200);
+    }
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(10), "cut off only after {waited:?}");
+}
+
+#[test]
+fn limits_414_431_413() {
+    let s = Server::start(
+        &site("max-uri-length = 100\nmax-request-header-size = 1000\nmax-body-size = 10", "modules = [\"static-file\"]\n"),
+        |d| {
+            d.write("www/ten.txt", "0123456789");
+        },
+    );
+    assert_eq!(s.get(&format!("/ten.txt?{}", "a".repeat(100))).status, 414);
+    assert_eq!(s.get(&format!("/ten.txt?{}", "a".repeat(80))).status, 200);
+    let big = format!("X-Big: {}", "b".repeat(1000));
+    assert_eq!(s.req("GET", "/ten.txt", &[&big]).status, 431);
+    assert_eq!(s.req("POST", "/ten.txt", &["Content-Length: 11"]).status, 413);
+    assert_eq!(s.req("POST", "/ten.txt", &["Content-Length: 0"]).status, 405);
+}
+
+#[test]
+fn running_out_of_descriptors_slows_accepting_and_recovers() {
+    let d = TempDir::new("fds");
+    d.write("www/ten.txt", "0123456789");
+    let conf = d.write("server.toml", site("", "modules = [\"static-file\"]\n"));
+    let err = d.path().join("err.txt");
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=48:48")
+        .arg(crate::util::bin())
+        .arg("-c")
+        .arg(&conf)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    // Hold more connections than the server has descriptors for (bounded).
+    let mut held = Vec::new();
+    for _ in 0..80 {
+        if let Ok(c) = TcpStream::connect(addr) {
+            held.push(c);
+        }
+    }
+    // Make the server accept (and fail to accept) them: talk on a few.
+    for c in held.iter_mut().take(5) {
+        let _ = c.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\n\r\n");
+    }
+    let mut logged = false;
+    for _ in 0..400 {
+        if std::fs::read_to_string(&err).unwrap_or_default().contains("Too many open files") {
+            logged = true;
+            break;
+        }
+        let _ = TcpStream::connect(addr);
+        std::thread::yield_now();
+    }
+    drop(held);
+    // Recovers once descriptors are free again (bounded retries).
+    let mut ok = false;
+    for _ in 0..200 {
+        if let Ok(mut c) = TcpStream::connect(addr) {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let _ = c.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+            let mut buf = Vec::new();
+            let _ = c.read_to_end(&mut buf);
+            if buf.starts_with(b"HTTP/1.1 200") {
+                ok = true;
+                break;
+            }
+        }
+    }
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(alive, "server died: {}", std::fs::read_to_string(&err).unwrap_or_default());
+    assert!(logged, "exhaustion not logged: {}", std::fs::read_to_string(&err).unwrap_or_default());
+    assert!(ok, "did not recover");
+}
+
+#[test]
+fn status_module_text_prometheus_and_access() {
+    let s = Server::start(
+        &site(
+            "",
+            "modules = [\"access-log\", \"static-file\"]\n[vhost.access-log]\npath = \"a.log\"\n\
+             [[vhost.rule]]\nmatch = { path-prefix = \"/server-status\" }\n[vhost.rule.status]\nallow = [\"127.0.0.1\"]\n\
+             [[vhost.rule]]\nmatch = { path-prefix = \"/closed-status\" }\n[vhost.rule.status]\nallow = [\"10.0.0.0/8\"]\n",
+        ),
+        |d| {
+            d.write("www/ten.txt", "0123456789");
+        },
+    );
+    for _ in 0..7 {
+        s.get("/ten.txt");
+    }
+    s.get("/missing");
+    let r = s.get("/server-status");
+    assert_eq!(r.status, 200);
+    let t = r.text();
+    assert!(t.contains("vhost site.test:"), "{t}");
+    let line = t.lines().find(|l| l.starts_with("vhost site.test:")).unwrap();
+    let field = |k: &str| -> u64 {
+        line.split(' ').find_map(|f| f.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+    };
+    assert!(field("2xx") >= 7 && field("4xx") >= 1, "{line}");
+    assert!(field("bytes") >= 70, "{line}");
+    assert!(t.contains("connections-active: "), "{t}");
+    assert!(t.contains("config-generation: 1"), "{t}");
+    assert!(t.contains("access-log ") && t.contains("lines-dropped=0"), "{t}");
+    let p = s.get("/server-status?format=prometheus");
+    assert_eq!(p.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    assert!(p.text().contains("tessera_requests_total{vhost=\"site.test\",class=\"2xx\"}"), "{}", p.text());
+    assert!(p.text().contains("# TYPE tessera_uptime_seconds gauge"));
+    assert_eq!(s.get("/closed-status").status, 403);
+}
+
+/// Writes a self-signed certificate for `names` (first is the CN) into `dir`.
+fn cert(dir: &Path, stem: &str, names: &[&str]) -> (String, String) {
+    let mut params = rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, names[0]);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let c = params.self_signed(&key).unwrap();
+    let (cp, kp) = (dir.join(format!("{stem}.pem")), dir.join(format!("{stem}.key")));
+    std::fs::write(&cp, c.pem()).unwrap();
+    std::fs::write(&kp, key.serialize_pem()).unwrap();
+    (cp.display().to_string(), kp.display().to_string())
+}
+
+/// The subject CN of the certificate served for `sni`.
+fn served_cn(addr: SocketAddr, sni: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {addr} -servername {sni} </dev/null 2>/dev/null | openssl x509 -noout -subject"
+        ))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn tls_server(d: &TempDir) -> (String, std::process::Child, SocketAddr, SocketAddr) {
+    let dir = d.path();
+    let (ac, ak) = cert(dir, "a", &["a.test"]);
+    let (bc, bk) = cert(dir, "b", &["b.test", "*.b.test"]);
+    let (dc, dk) = cert(dir, "default", &["default.test"]);
+    d.write("a/index.html", "A");
+    d.write("b/index.html", "B");
+    let conf = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nlisten-tls = [\"127.0.0.1:0\"]\n[server.tls]\ncertificate = \"{dc}\"\nkey = \"{dk}\"\n\n\
+         [[vhost]]\nserver-names = [\"a.test\"]\ndefault = true\ndocument-root = \"a\"\nmodules = [\"static-file\"]\ntls-certificate = \"{ac}\"\ntls-key = \"{ak}\"\n\n\
+         [[vhost]]\nserver-names = [\"b.test\", \"*.b.test\"]\ndocument-root = \"b\"\nmodules = [\"static-file\"]\ntls-certificate = \"{bc}\"\ntls-key = \"{bk}\"\nhttps-redirect = true\n"
+    );
+    let f = d.write("server.toml", &conf);
+    let mut child = Command::new(crate::util::bin())
+        .arg("-c")
+        .arg(&f)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("err.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut plain, mut tls) = (None, None);
+    for _ in 0..2 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let l = line.trim();
+        if let Some(a) = l.strip_prefix("tessera: listening on https://") {
+            tls = Some(a.parse().unwrap());
+        } else if let Some(a) = l.strip_prefix("tessera: listening on http://") {
+            plain = Some(a.parse().unwrap());
+        }
+    }
+    let err = std::fs::read_to_string(dir.join("err.txt")).unwrap_or_default();
+    (conf, child, plain.unwrap_or_else(|| panic!("plain listener: {err}")), tls.unwrap_or_else(|| panic!("TLS listener: {err}")))
+}
+
+fn curl(args: &[&str]) -> String {
+    let out = Command::new("curl").args(["-sk", "--max-time", "10"]).args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn tls_sni_http2_redirect_and_renewed_certificate() {
+    let d = TempDir::new("tls");
+    let (_conf, mut child, plain, tls) = tls_server(&d);
+    let port = tls.port();
+    assert_eq!(served_cn(tls, "a.test"), "subject=CN = a.test");
+    assert_eq!(served_cn(tls, "x.b.test"), "subject=CN = b.test");
+    assert_eq!(served_cn(tls, "unknown.test"), "subject=CN = default.test");
+    // HTTP/2 by ALPN, and the vhost chosen by :authority
+    let v = curl(&["--http2", "--resolve", &format!("b.test:{port}:127.0.0.1"), "-w", " %{http_version}", &format!("https://b.test:{port}/")]);
+    assert_eq!(v, "B 2");
+    let v = curl(&["--http1.1", "--resolve", &format!("a.test:{port}:127.0.0.1"), "-w", " %{http_version}", &format!("https://a.test:{port}/")]);
+    assert_eq!(v, "A 1.1");
+    // Plain HTTP to b.test is redirected to https with host, path and query.
+    let loc = curl(&["-o", "/dev/null", "-H", "Host: b.test", "-w", "%{http_code} %{redirect_url}", &format!("http://{plain}/x/y?q=1")]);
+    assert_eq!(loc, format!("301 https://b.test:{port}/x/y?q=1"));
+    // a.test has no redirect
+    assert_eq!(curl(&["-H", "Host: a.test", &format!("http://{plain}/")]), "A");
+    // Renew a.test's certificate and reload: new handshakes get the new one.
+    cert(d.path(), "a", &["a.test", "renewed.a.test"]);
+    let before = served_cn(tls, "a.test");
+    let fp = |sni: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("openssl s_client -connect {tls} -servername {sni} </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let old_fp = fp("a.test");
+    assert!(Command::new("kill").arg("-HUP").arg(child.id().to_string()).status().unwrap().success());
+    let mut changed = false;
+    for _ in 0..200 {
+        if fp("a.test") != old_fp {
+            changed = true;
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(before, "subject=CN = a.test");
+    assert!(changed, "renewed certificate not served: {}", std::fs::read_to_string(d.path().join("err.txt")).unwrap_or_default());
+}
