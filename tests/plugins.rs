@@ -40,6 +40,8 @@ fn libs() -> &'static Path {
                 "tessera-fixture-echo",
                 "-p",
                 "tessera-fixture-custom-alloc",
+                "-p",
+                "tessera-fixture-blocking",
             ],
             &target,
         );
@@ -627,4 +629,38 @@ fn example_secure_download() {
     // a signed link cannot climb out of the protected directory
     let r = s.get(&link(now, "/../public.txt", "verysecret"));
     assert_ne!(r.text(), "public");
+}
+
+#[test]
+fn blocking_hooks_run_off_the_worker_threads() {
+    let d_marker = TempDir::new("marker");
+    let marker = d_marker.path().join("go");
+    let path = lib("tessera-fixture-blocking");
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndocument-root = \"www\"\nmodules = [\"blocking\", \"static-file\"]\n[vhost.blocking]\nwait-for = \"{}\"\n\n\
+         [[vhost]]\nserver-names = [\"fast.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+        marker.display()
+    );
+    let s = Server::start(&cfg.replace("wait-for", "wait_for"), |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    std::thread::scope(|sc| {
+        // Three requests whose hooks block until the marker exists.
+        let slow: Vec<_> = (0..3)
+            .map(|_| sc.spawn(|| s.req("GET", "/ten.txt", &["Host: slow.test"])))
+            .collect();
+        // With one worker, these are served only if the blocking hooks do not
+        // run on it.
+        for _ in 0..20 {
+            let r = s.req("GET", "/ten.txt", &["Host: fast.test"]);
+            assert_eq!(r.status, 200);
+        }
+        assert!(slow.iter().all(|h| !h.is_finished()), "slow requests did not wait");
+        std::fs::write(&marker, "").unwrap();
+        for h in slow {
+            let r = h.join().unwrap();
+            assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+        }
+    });
 }

@@ -38,6 +38,9 @@ impl Hooks {
     pub const RESPONSE: Hooks = Hooks(4);
     /// [`Module::on_log`]: after the body was sent or the client went away.
     pub const LOG: Hooks = Hooks(8);
+    /// Not a phase: the module's hooks may block, so requests of vhosts that
+    /// use it are handled on the blocking thread pool, off the workers.
+    pub const BLOCKING: Hooks = Hooks(16);
 
     /// True when every flag in `other` is set in `self`.
     pub const fn contains(self, other: Hooks) -> bool {

@@ -49,6 +49,8 @@ pub struct Pipeline {
     /// Module slots, in pipeline order.
     pub slots: Vec<Slot>,
     base: Vec<(Hooks, Arc<dyn Module>)>,
+    /// Some instance in this pipeline may block ([`Hooks::BLOCKING`]).
+    pub may_block: bool,
 }
 
 impl Pipeline {
@@ -59,7 +61,18 @@ impl Pipeline {
             .filter_map(|s| s.vhost_instance.as_ref())
             .map(|m| (m.hooks(), m.clone()))
             .collect();
-        Pipeline { rules, slots, base }
+        let may_block = slots.iter().any(|s| {
+            s.vhost_instance
+                .iter()
+                .chain(s.rule_instances.iter().map(|(_, m)| m))
+                .any(|m| m.hooks().contains(Hooks::BLOCKING))
+        });
+        Pipeline {
+            rules,
+            slots,
+            base,
+            may_block,
+        }
     }
 
     /// Indices of the rules that match, in order, up to and including the first

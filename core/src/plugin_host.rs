@@ -104,9 +104,6 @@ pub enum PluginError {
     /// Built with `panic = "abort"`: its panics cannot be contained.
     #[error("{0}: built with panic = \"abort\", so a panic would abort the server: build it with panic = \"unwind\"")]
     PanicAbort(PathBuf),
-    /// Declares blocking hooks, which this server cannot yet run off its workers.
-    #[error("{0}: declares blocking hooks (FLAG_MAY_BLOCK), which this server cannot run off its worker threads yet")]
-    MayBlock(PathBuf),
     /// The configured name differs from the library's.
     #[error("{path}: the library's module is \"{found}\", not \"{configured}\"")]
     NameMismatch {
@@ -140,6 +137,8 @@ pub struct PluginLibrary {
     pub version: String,
     /// Build information from the descriptor.
     pub build_info: String,
+    /// The plugin declared blocking hooks (`FLAG_MAY_BLOCK`).
+    pub may_block: bool,
     hooks: Hookset,
     _lib: libloading::os::unix::Library,
 }
@@ -255,9 +254,6 @@ fn open_checked(path: &Path) -> Result<PluginLibrary, PluginError> {
     if desc.flags & abi::FLAG_PANIC_UNWIND == 0 {
         return Err(PluginError::PanicAbort(p.clone()));
     }
-    if desc.flags & abi::FLAG_MAY_BLOCK != 0 {
-        return Err(PluginError::MayBlock(p.clone()));
-    }
     let name = str_field(desc.name, "name", path)?;
     if name.is_empty()
         || !name
@@ -316,6 +312,7 @@ fn open_checked(path: &Path) -> Result<PluginLibrary, PluginError> {
         name,
         version,
         build_info,
+        may_block: desc.flags & abi::FLAG_MAY_BLOCK != 0,
         hooks: Hookset {
             init,
             destroy,
@@ -391,6 +388,9 @@ impl ModuleFactory for PluginFactory {
         }
         if h.on_log.is_some() {
             hooks = hooks | Hooks::LOG;
+        }
+        if self.lib.may_block {
+            hooks = hooks | Hooks::BLOCKING;
         }
         Ok(Arc::new(PluginModule {
             lib: self.lib.clone(),

@@ -67,8 +67,12 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
                 let (req, _payload) = sreq.into_parts();
-                let res = handle(&rt.current.load(), &req);
-                std::future::ready(Ok::<_, actix_web::Error>(ServiceResponse::new(req, res)))
+                let cfg = rt.current.load();
+                if may_block(&cfg, &req) {
+                    return HandleFuture::Offloaded(Box::pin(offload(arc_swap::Guard::into_inner(cfg), req)));
+                }
+                let res = handle(&cfg, &req);
+                HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
             }))
     })
     .workers(workers)
@@ -135,6 +139,58 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     }
     tracing::info!("stopped");
     result
+}
+
+/// The service future: ready at once for the usual request, or waiting for the
+/// blocking pool when the vhost uses a module whose hooks may block.
+enum HandleFuture {
+    Ready(Option<ServiceResponse>),
+    Offloaded(Pin<Box<dyn std::future::Future<Output = ServiceResponse>>>),
+}
+
+impl std::future::Future for HandleFuture {
+    type Output = Result<ServiceResponse, actix_web::Error>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            HandleFuture::Ready(r) => Poll::Ready(Ok(r.take().expect("polled after completion"))),
+            HandleFuture::Offloaded(f) => f.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
+/// True when the vhost this request goes to has a module with blocking hooks.
+fn may_block(cfg: &Config, req: &HttpRequest) -> bool {
+    cfg.vhosts.any_may_block() && cfg.vhosts.select(request_host(req)).pipeline.may_block
+}
+
+/// Moves a value to the blocking pool and back.
+struct AssertSend<T>(T);
+// SAFETY: used only by `offload`: the request and the configuration go to one
+// blocking-pool thread while the worker that owns them waits for the result
+// and touches neither; the response comes back to the worker the same way.
+// Nothing is shared with other requests of the worker meanwhile (the request's
+// reference count is only changed by the thread that has it).
+#[allow(unsafe_code)]
+unsafe impl<T> Send for AssertSend<T> {}
+
+/// Handles the request on the blocking thread pool (for plugins that declare
+/// `FLAG_MAY_BLOCK`), so that a blocking hook never stalls a worker.
+async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
+    let job = AssertSend((cfg, req.clone()));
+    let res = actix_web::rt::task::spawn_blocking(move || {
+        let job = job;
+        let (cfg, req) = &job.0;
+        let res = handle(cfg, req);
+        AssertSend((res, job))
+    })
+    .await;
+    match res {
+        Ok(AssertSend((res, job))) => {
+            drop(job);
+            ServiceResponse::new(req, res)
+        }
+        Err(_) => ServiceResponse::new(req, error_response(StatusCode::INTERNAL_SERVER_ERROR)),
+    }
 }
 
 fn is_known_method(m: &Method) -> bool {

@@ -110,6 +110,11 @@ impl VhostTable {
         &self.vhosts
     }
 
+    /// True when some vhost's pipeline has a module with blocking hooks.
+    pub fn any_may_block(&self) -> bool {
+        self.vhosts.iter().any(|v| v.pipeline.may_block)
+    }
+
     /// The default vhost.
     pub fn default_vhost(&self) -> &Vhost {
         &self.vhosts[self.default]

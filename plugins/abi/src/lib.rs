@@ -57,8 +57,8 @@ const fn fnv1a(bytes: &[u8]) -> u64 {
 /// at the boundary. Plugins without it are refused (a panic would abort the
 /// server).
 pub const FLAG_PANIC_UNWIND: u32 = 1;
-/// Flag: the plugin's hooks may block (I/O, sleeps). Reserved: the host refuses
-/// such plugins until it can run their hooks off the worker threads.
+/// Flag: the plugin's hooks may block (I/O, sleeps). The host then handles the
+/// requests of vhosts using it off the worker threads (its blocking pool).
 pub const FLAG_MAY_BLOCK: u32 = 2;
 
 /// Hook result: go on (request phase: pass to the next module).

@@ -45,9 +45,11 @@
 //! - the descriptor records whether the plugin was built with `panic = "unwind"`
 //!   (required: the host refuses `panic = "abort"` builds).
 //!
-//! Hooks are synchronous and run on the server's worker threads, concurrently:
-//! the plugin type must be `Send + Sync`, must not block, and must not use an
-//! async runtime of its own from a hook.
+//! Hooks are synchronous and run concurrently: the plugin type must be
+//! `Send + Sync` and must not use an async runtime of its own from a hook. They
+//! run on the server's worker threads and must not block, unless the plugin sets
+//! [`Plugin::MAY_BLOCK`]: then requests of the vhosts that use it are handled on
+//! the server's blocking thread pool.
 
 #![allow(unsafe_code)] // the SDK wraps the C boundary; every block says why it is sound
 
@@ -86,6 +88,10 @@ pub trait Plugin: Sized + Send + Sync + 'static {
     /// Which hooks to export: a combination of [`HOOK_REQUEST`],
     /// [`HOOK_RESPONSE`], [`HOOK_LOG`]. Hooks not listed are never called.
     const HOOKS: u32;
+    /// The hooks may block (file or network I/O, sleeps, slow hashing). The
+    /// server then handles requests of vhosts using this plugin on its blocking
+    /// thread pool instead of the worker threads. Default `false`.
+    const MAY_BLOCK: bool = false;
     /// Options, deserialized from the module's table (JSON of the TOML table;
     /// `{}` when the module has no table).
     type Config: serde::de::DeserializeOwned;
@@ -449,7 +455,8 @@ pub mod __private {
                 descriptor_size: std::mem::size_of::<abi::Descriptor>() as u32,
             },
             abi_fingerprint: abi::ABI_FINGERPRINT,
-            flags: if unwind { abi::FLAG_PANIC_UNWIND } else { 0 },
+            flags: (if unwind { abi::FLAG_PANIC_UNWIND } else { 0 })
+                | (if P::MAY_BLOCK { abi::FLAG_MAY_BLOCK } else { 0 }),
             name: Str::new(P::NAME.as_bytes()),
             version: Str::new(P::VERSION.as_bytes()),
             build_info: Str::new(build_info.as_bytes()),
