@@ -17,4 +17,5 @@ mod redirect;
 mod rewrite;
 mod rules;
 mod static_file;
+mod tree;
 mod vhost;

@@ -101,3 +101,91 @@ fn combined_matchers() {
     let s = server();
     assert_eq!(table(&s, "/p.png").0.as_deref(), Some("rule-png"));
 }
+
+/// Each matcher of issue 6, observed through `headers` setting `X-Rule`.
+#[test]
+fn request_matchers() {
+    let extra = r#"
+[[vhost.rule]]
+match = { client = ["10.0.0.0/8", "::1"] }
+final = false
+[vhost.rule.headers]
+set = { "X-Client" = "private" }
+
+[[vhost.rule]]
+match = { client = ["127.0.0.0/8"] }
+final = false
+[vhost.rule.expires]
+url = { "/" = "access plus 1 hours" }
+
+[[vhost.rule]]
+match = { method = ["HEAD"] }
+[vhost.rule.headers]
+set = { "X-Rule" = "head" }
+
+[[vhost.rule]]
+match = { header = { name = "User-Agent", regex = "(?i)^curl/" } }
+[vhost.rule.headers]
+set = { "X-Rule" = "curl" }
+
+[[vhost.rule]]
+match = { header = { name = "X-Debug" } }
+[vhost.rule.headers]
+set = { "X-Rule" = "debug-header" }
+
+[[vhost.rule]]
+match = { query = "(^|&)preview=1(&|$)" }
+[vhost.rule.headers]
+set = { "X-Rule" = "preview" }
+
+[[vhost.rule]]
+match = { all = [{ file-exists = false }, { path-prefix = "/app/" }] }
+[vhost.rule.headers]
+set = { "X-Rule" = "missing-file" }
+
+[[vhost.rule]]
+match = { path-regex = "^/(?!static/).*\\.txt$" }
+[vhost.rule.headers]
+set = { "X-Rule" = "lookahead" }
+"#;
+    let s = Server::site("\"headers\", \"static-file\"", extra, |d| {
+        d.write("www/x.bin", "x");
+        d.write("www/static/a.txt", "a");
+        d.write("www/b.txt", "b");
+    });
+    let rule = |m: &str, p: &str, h: &[&str]| s.req(m, p, h).header("x-rule").map(str::to_owned);
+    assert_eq!(rule("HEAD", "/x.bin", &[]).as_deref(), Some("head"));
+    assert_eq!(rule("GET", "/x.bin", &["User-Agent: CURL/8.0"]).as_deref(), Some("curl"));
+    assert_eq!(rule("GET", "/x.bin", &["User-Agent: wget"]), None);
+    assert_eq!(rule("GET", "/x.bin", &["X-Debug: "]).as_deref(), Some("debug-header"));
+    assert_eq!(rule("GET", "/x.bin?a=2&preview=1", &[]).as_deref(), Some("preview"));
+    assert_eq!(rule("GET", "/x.bin?preview=10", &[]), None);
+    assert_eq!(s.get("/app/route").header("x-rule"), Some("missing-file"));
+    assert_eq!(rule("GET", "/b.txt", &[]).as_deref(), Some("lookahead"));
+    assert_eq!(rule("GET", "/static/a.txt", &[]), None);
+    // client: 127.0.0.1 is in 127.0.0.0/8 and not in 10.0.0.0/8 or ::1
+    let r = s.get("/x.bin");
+    assert_eq!(r.header("x-client"), None);
+    assert_eq!(r.header("cache-control"), Some("max-age=3600"));
+}
+
+#[test]
+fn socket_matcher() {
+    let free = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port();
+    let (p1, p2) = (free("127.0.0.1"), free("127.0.0.2"));
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:{p1}\", \"127.0.0.2:{p2}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndocument-root = \"www\"\nmodules = [\"headers\", \"static-file\"]\n\
+         [[vhost.rule]]\nmatch = {{ socket = \"127.0.0.1:{p1}\" }}\n[vhost.rule.headers]\nset = {{ \"X-Socket\" = \"first\" }}\n"
+    );
+    let s = crate::util::Server::start(&cfg, |d| {
+        d.write("www/x.bin", "x");
+    });
+    assert_eq!(s.get("/x.bin").header("x-socket"), Some("first"));
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.2", p2)).unwrap();
+    c.write_all(b"GET /x.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    c.read_to_end(&mut buf).unwrap();
+    let r = crate::util::Response::parse(&buf, false);
+    assert_eq!((r.status, r.header("x-socket")), (200, None));
+}

@@ -96,3 +96,37 @@ fn header_line_without_colon_is_400() {
     let text = String::from_utf8_lossy(&raw);
     assert!(text.starts_with("HTTP/1.1 400"), "{text}");
 }
+
+#[test]
+fn suffix_and_regex_names() {
+    let cfg = r#"
+[server]
+listen = ["127.0.0.1:0"]
+
+[[vhost]]
+server-names = ["default.test"]
+default = true
+document-root = "d"
+modules = ["static-file"]
+
+[[vhost]]
+server-names = [".example.org"]
+document-root = "s"
+modules = ["static-file"]
+
+[[vhost]]
+server-names = ["~^app[0-9]+\\.test$"]
+document-root = "r"
+modules = ["static-file"]
+"#;
+    let s = Server::start(cfg, |d| {
+        for (dir, body) in [("d", "D"), ("s", "S"), ("r", "R")] {
+            d.write(&format!("{dir}/index.html"), body);
+        }
+    });
+    assert_eq!(body_for(&s, "Host: example.org"), "S");
+    assert_eq!(body_for(&s, "Host: www.example.org:8080"), "S");
+    assert_eq!(body_for(&s, "Host: APP7.test:81"), "R");
+    assert_eq!(body_for(&s, "Host: app.test"), "D");
+    assert_eq!(body_for(&s, "Host: xapp7.test"), "D");
+}
