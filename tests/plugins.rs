@@ -664,3 +664,31 @@ fn blocking_hooks_run_off_the_worker_threads() {
         }
     });
 }
+
+#[test]
+fn reload_keeps_old_config_when_a_library_changed_on_disk() {
+    // A private copy of the echo fixture, so that changing it touches no other test.
+    let d = TempDir::new("plugcopy");
+    let so = d.path().join("echo.so");
+    std::fs::copy(lib("tessera-fixture-echo"), &so).unwrap();
+    let cfg = config(&[("echo", so.display().to_string())], "\"echo\", \"static-file\"", "[vhost.echo]\ntag = \"one\"\n");
+    let s = Server::start(&cfg, |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    assert_eq!(s.get("/ten.txt").header("x-echo-tag"), Some("one"));
+    // Replace the library file (a new inode) and ask for a reload.
+    let tmp = d.path().join("echo.so.new");
+    std::fs::copy(lib("tessera-fixture-echo"), &tmp).unwrap();
+    std::fs::rename(&tmp, &so).unwrap();
+    std::fs::write(s.dir.path().join("server.toml"), cfg.replace("tag = \"one\"", "tag = \"two\"")).unwrap();
+    assert!(Command::new("kill").arg("-HUP").arg(s.child.id().to_string()).status().unwrap().success());
+    let mut logged = false;
+    for _ in 0..2000 {
+        assert_eq!(s.get("/ten.txt").header("x-echo-tag"), Some("one"));
+        if s.stderr().contains("changed on disk") {
+            logged = true;
+            break;
+        }
+    }
+    assert!(logged, "{}", s.stderr());
+}

@@ -104,6 +104,10 @@ pub enum PluginError {
     /// Built with `panic = "abort"`: its panics cannot be contained.
     #[error("{0}: built with panic = \"abort\", so a panic would abort the server: build it with panic = \"unwind\"")]
     PanicAbort(PathBuf),
+    /// The library file changed since this process loaded it (a library is
+    /// never reloaded in a running server).
+    #[error("{0}: the file changed on disk since the server loaded it; a plugin library cannot be replaced in a running server: restart it")]
+    ChangedRestartRequired(PathBuf),
     /// The configured name differs from the library's.
     #[error("{path}: the library's module is \"{found}\", not \"{configured}\"")]
     NameMismatch {
@@ -139,6 +143,8 @@ pub struct PluginLibrary {
     pub build_info: String,
     /// The plugin declared blocking hooks (`FLAG_MAY_BLOCK`).
     pub may_block: bool,
+    /// (device, inode, size, mtime ns) of the file when it was loaded.
+    identity: (u64, u64, u64, i128),
     hooks: Hookset,
     _lib: libloading::os::unix::Library,
 }
@@ -164,14 +170,31 @@ pub fn load(path: &Path) -> Result<Arc<PluginLibrary>, PluginError> {
     if !canonical.is_file() {
         return Err(PluginError::NotFound(path.to_owned()));
     }
+    let id = file_identity(&canonical);
     let mut libs = libraries().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(l) = libs.get(&canonical) {
+        if l.identity != id {
+            return Err(PluginError::ChangedRestartRequired(canonical));
+        }
         return Ok(l.clone());
     }
-    let lib = open_checked(&canonical)?;
+    let mut lib = open_checked(&canonical)?;
+    lib.identity = id;
     let lib = Arc::new(lib);
     libs.insert(canonical, lib.clone());
     Ok(lib)
+}
+
+fn file_identity(p: &Path) -> (u64, u64, u64, i128) {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).map_or((0, 0, 0, 0), |m| {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        )
+    })
 }
 
 fn str_field(s: Str, what: &str, path: &Path) -> Result<String, PluginError> {
@@ -313,6 +336,7 @@ fn open_checked(path: &Path) -> Result<PluginLibrary, PluginError> {
         version,
         build_info,
         may_block: desc.flags & abi::FLAG_MAY_BLOCK != 0,
+        identity: (0, 0, 0, 0),
         hooks: Hookset {
             init,
             destroy,
