@@ -24,6 +24,78 @@ struct Cli {
     /// Write the process id to this file once listening (removed at exit).
     #[arg(long = "pid-file", value_name = "FILE")]
     pid_file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Translate a lighttpd or Cherokee configuration into server.toml and
+    /// print a report. Exit status: 0 clean, 1 translated with warnings
+    /// (something approximated or dropped), 2 failed.
+    Import(ImportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ImportArgs {
+    /// The server whose configuration is read.
+    #[arg(value_enum)]
+    source: ImportSource,
+    /// Its main configuration file (/etc/lighttpd/lighttpd.conf, /etc/cherokee/cherokee.conf).
+    file: PathBuf,
+    /// Write the TOML here (default: standard output, with the report on standard error).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// Only print the report; write nothing.
+    #[arg(long)]
+    check: bool,
+    /// The MIME table read instead of running Debian's create-mime.conf.pl.
+    #[arg(
+        long = "mime-types",
+        value_name = "FILE",
+        default_value = "/etc/mime.types"
+    )]
+    mime_types: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ImportSource {
+    Lighttpd,
+    Cherokee,
+}
+
+/// `tessera import`: 0 clean, 1 with warnings, 2 failed.
+fn run_import(args: &ImportArgs) -> ExitCode {
+    let source = match args.source {
+        ImportSource::Lighttpd => tessera_import::Source::Lighttpd,
+        ImportSource::Cherokee => tessera_import::Source::Cherokee,
+    };
+    let opts = tessera_import::Options {
+        mime_types: args.mime_types.clone(),
+    };
+    let imported = match tessera_import::import(source, &args.file, &opts) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("tessera import: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.check {
+        print!("{}", imported.report);
+    } else if let Some(out) = &args.output {
+        let written = std::fs::write(out, &imported.toml)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()));
+        if let Err(e) = written {
+            eprintln!("tessera import: {e:#}");
+            return ExitCode::from(2);
+        }
+        print!("{}", imported.report);
+        println!("wrote {}", out.display());
+    } else {
+        print!("{}", imported.toml);
+        eprint!("{}", imported.report);
+    }
+    ExitCode::from(imported.exit_code())
 }
 
 fn registry() -> anyhow::Result<Registry> {
@@ -93,6 +165,9 @@ fn init_tracing(level: &str) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Import(args)) = &cli.command {
+        return run_import(args);
+    }
     let reg = match registry() {
         Ok(r) => r,
         Err(e) => {

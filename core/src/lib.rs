@@ -32,8 +32,8 @@ pub mod response;
 pub mod rule;
 pub mod server;
 pub mod stats;
-pub mod tls;
 pub mod supervisor;
+pub mod tls;
 pub mod vhost;
 
 pub use config::{Config, ConfigError};

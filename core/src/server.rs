@@ -15,10 +15,10 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 use smallvec::SmallVec;
 
 use crate::config::{Config, ServerSettings};
-use crate::supervisor::Runtime;
 use crate::context::{request_host, Ctx, LogRecord};
 use crate::module::{Hooks, Module, Outcome};
 use crate::response::error_response;
+use crate::supervisor::Runtime;
 
 /// The port of the first bound TLS listener (0 before binding or without TLS),
 /// for `https-redirect` when `listen-tls` asks for port 0.
@@ -69,7 +69,10 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 let (req, _payload) = sreq.into_parts();
                 let cfg = rt.current.load();
                 if may_block(&cfg, &req) {
-                    return HandleFuture::Offloaded(Box::pin(offload(arc_swap::Guard::into_inner(cfg), req)));
+                    return HandleFuture::Offloaded(Box::pin(offload(
+                        arc_swap::Guard::into_inner(cfg),
+                        req,
+                    )));
                 }
                 let res = handle(&cfg, &req);
                 HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
@@ -89,9 +92,9 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         ext.insert(crate::stats::ConnectionGuard::new());
     });
     for a in &s.listen {
-        server = server.bind(a.as_str()).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot listen on {a}: {e}"))
-        })?;
+        server = server
+            .bind(a.as_str())
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {a}: {e}")))?;
     }
     for a in &s.listen_tls {
         let tls = crate::tls::server_config(rt.sni.clone());
@@ -111,7 +114,10 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     .start();
     if let Some(p) = &opts.pid_file {
         std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot write pid file {}: {e}", p.display()))
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot write pid file {}: {e}", p.display()),
+            )
         })?;
     }
     {
@@ -380,7 +386,9 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
 /// 301 to the same host, path and query over https (the first TLS listen
 /// port, left out when it is 443).
 fn https_redirect(req: &HttpRequest, s: &ServerSettings) -> HttpResponse {
-    let host = request_host(req).map(crate::vhost::strip_port).unwrap_or("localhost");
+    let host = request_host(req)
+        .map(crate::vhost::strip_port)
+        .unwrap_or("localhost");
     let bound = TLS_PORT.load(std::sync::atomic::Ordering::Relaxed);
     let port = if bound != 0 {
         bound

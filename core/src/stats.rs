@@ -106,7 +106,13 @@ impl Stats {
         let m = self.logs.lock().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<_> = m
             .iter()
-            .map(|(p, c)| (p.clone(), c.written.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed)))
+            .map(|(p, c)| {
+                (
+                    p.clone(),
+                    c.written.load(Ordering::Relaxed),
+                    c.dropped.load(Ordering::Relaxed),
+                )
+            })
             .collect();
         v.sort();
         v

@@ -84,8 +84,15 @@ impl Runtime {
         }
         self.sni.replace(new.tls.clone());
         self.current.store(Arc::new(new));
-        let generation = crate::stats::global().generation.fetch_add(1, Ordering::Relaxed) + 1;
-        tracing::info!(generation, "configuration reloaded from {}", self.file.display());
+        let generation = crate::stats::global()
+            .generation
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
+        tracing::info!(
+            generation,
+            "configuration reloaded from {}",
+            self.file.display()
+        );
         Ok(())
     }
 }

@@ -35,9 +35,13 @@ pub fn load_cert(files: &CertFiles) -> Result<Arc<CertifiedKey>, String> {
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: {e}", files.certificate.display()))?;
     if certs.is_empty() {
-        return Err(format!("{}: no certificate in the file", files.certificate.display()));
+        return Err(format!(
+            "{}: no certificate in the file",
+            files.certificate.display()
+        ));
     }
-    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| format!("{}: {e}", files.key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("{}: {e}", files.key.display()))?;
     let provider = rustls::crypto::ring::default_provider();
     let ck = CertifiedKey::from_der(certs, key, &provider)
         .map_err(|e| format!("{}: {e}", files.key.display()))?;
@@ -61,7 +65,9 @@ impl CertTable {
             if let Some(s) = n.strip_prefix('*') {
                 self.wildcard.push((s.to_owned(), cert.clone()));
             } else if let Some(base) = n.strip_prefix('.') {
-                self.exact.entry(base.to_owned()).or_insert_with(|| cert.clone());
+                self.exact
+                    .entry(base.to_owned())
+                    .or_insert_with(|| cert.clone());
                 self.wildcard.push((n.clone(), cert.clone()));
             } else if !n.starts_with('~') {
                 self.exact.insert(n.clone(), cert.clone());

@@ -348,7 +348,11 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
             key: crate::tls::resolve_path(&dir, &t.key),
         };
         table.set_default(crate::tls::load_cert(&files).map_err(|r| e.at("server.tls", r))?);
-    } else if let Some((_, _, c)) = certs.iter().find(|(i, _, _)| *i == default).or(certs.first()) {
+    } else if let Some((_, _, c)) = certs
+        .iter()
+        .find(|(i, _, _)| *i == default)
+        .or(certs.first())
+    {
         table.set_default(c.clone());
     }
     if !server.listen_tls.is_empty() && !table.has_default() {
@@ -462,7 +466,10 @@ fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
             ));
         }
         if !a.ends_with(":0") && (s.listen.contains(a) || s.listen_tls[..i].contains(a)) {
-            return Err(e.at(format!("server.listen-tls[{i}]"), format!("\"{a}\" is listed twice")));
+            return Err(e.at(
+                format!("server.listen-tls[{i}]"),
+                format!("\"{a}\" is listed twice"),
+            ));
         }
     }
     if s.max_connections == 0 {

@@ -1,0 +1,2163 @@
+//! lighttpd 1.4: parse ([`parser`], [`lexer`]) and translate into the model.
+//!
+//! Every conditional block becomes a [`Block`] whose condition is the
+//! conjunction of its own test (first), the negated tests of the earlier
+//! blocks of its `else` chain, and its enclosing blocks' conditions.
+//! `$HTTP["host"]` tests become vhosts (one per distinct test, plus the
+//! default vhost for the global context); inside each vhost every host test is
+//! decided statically where Tessera's vhost selection makes that exact, and
+//! checked on the `Host` header otherwise. The blocks of each vhost are then
+//! resolved into ordered rules by [`crate::model::resolve`].
+
+pub(crate) mod lexer;
+pub(crate) mod mime;
+pub(crate) mod parser;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::emit::{Listen, Output, VhostOut};
+use crate::error::ImportError;
+use crate::expire;
+use crate::model::{resolve, Block, Cond, HostTest, Opt, V};
+use crate::report::{Report, Src};
+use crate::tessera::{builtin_mime, normalize_mime, Tessera, MODULE_ORDER};
+use crate::Options;
+use parser::{CondOp, Context, ParseOptions, Parsed, RawCond, Setting, Val};
+
+/// lighttpd's default `accesslog.format`.
+pub const DEFAULT_LOG_FORMAT: &str = r#"%h %V %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#;
+
+/// Imports the lighttpd configuration `path`.
+///
+/// # Errors
+/// [`ImportError`] when the file cannot be read or parsed.
+pub(crate) fn import(
+    path: &Path,
+    opts: &Options,
+    report: &mut Report,
+) -> Result<Output, ImportError> {
+    let parsed = parser::parse_file(
+        path,
+        &ParseOptions {
+            mime_types: opts.mime_types.clone(),
+        },
+    )?;
+    translate(&parsed, &path.display().to_string(), report)
+}
+
+/// Imports lighttpd configuration text (`name` for messages, includes relative
+/// to `basedir`).
+///
+/// # Errors
+/// As [`import`].
+pub(crate) fn import_text(
+    name: &str,
+    text: &str,
+    basedir: &Path,
+    opts: &Options,
+    report: &mut Report,
+) -> Result<Output, ImportError> {
+    let parsed = parser::parse_text(
+        name,
+        text,
+        basedir,
+        &ParseOptions {
+            mime_types: opts.mime_types.clone(),
+        },
+    )?;
+    translate(&parsed, name, report)
+}
+
+/// The lighttpd module an option needs in `server.modules`, for options of
+/// modules lighttpd does not load by itself.
+fn needs_module(key: &str) -> Option<&'static str> {
+    let pairs: &[(&str, &str)] = &[
+        ("expire.", "mod_expire"),
+        ("setenv.", "mod_setenv"),
+        ("accesslog.", "mod_accesslog"),
+        ("url.redirect", "mod_redirect"),
+        ("url.rewrite", "mod_rewrite"),
+        ("url.access-", "mod_access"),
+        ("auth.", "mod_auth"),
+        ("deflate.", "mod_deflate"),
+        ("compress.", "mod_compress"),
+    ];
+    pairs
+        .iter()
+        .find(|(p, _)| key.starts_with(p))
+        .map(|(_, m)| *m)
+}
+
+/// Options lighttpd knows that Tessera does not need (process and OS
+/// management, parsing strictness Tessera always has).
+const NOT_NEEDED: &[(&str, &str)] = &[
+    ("server.errorlog", "Tessera logs diagnostics to stderr"),
+    (
+        "server.errorlog-use-syslog",
+        "Tessera logs diagnostics to stderr",
+    ),
+    ("server.breakagelog", "Tessera logs diagnostics to stderr"),
+    ("server.pid-file", "run Tessera under a service manager"),
+    (
+        "server.username",
+        "start Tessera as the user it should run as",
+    ),
+    (
+        "server.groupname",
+        "start Tessera as the user it should run as",
+    ),
+    (
+        "server.chroot",
+        "not supported; use the service manager's sandboxing",
+    ),
+    (
+        "server.upload-dirs",
+        "Tessera serves static files only (no request bodies are stored)",
+    ),
+    (
+        "server.event-handler",
+        "Tessera chooses its event loop itself",
+    ),
+    (
+        "server.network-backend",
+        "Tessera chooses how to send files itself",
+    ),
+    (
+        "server.stat-cache-engine",
+        "Tessera does its own stat caching",
+    ),
+    (
+        "server.max-fds",
+        "set the file limit in the service manager",
+    ),
+    ("server.feature-flags", "lighttpd-specific tuning"),
+    (
+        "server.http-parseopts",
+        "Tessera always parses strictly and normalizes paths (README, How a request is handled)",
+    ),
+    (
+        "server.compat-module-load",
+        "lighttpd-specific module loading",
+    ),
+    (
+        "server.stream-response-body",
+        "Tessera streams large files itself",
+    ),
+    (
+        "server.stream-request-body",
+        "Tessera serves static files only",
+    ),
+    ("server.core-files", "lighttpd-specific"),
+    (
+        "server.systemd-socket-activation",
+        "not supported; Tessera binds its own listeners",
+    ),
+    (
+        "server.graceful-shutdown-timeout",
+        "see [server] shutdown-timeout",
+    ),
+    (
+        "server.name",
+        "Tessera names a vhost by its first server name",
+    ),
+    (
+        "server.range-requests",
+        "Tessera always supports Range (RFC 9110 §14)",
+    ),
+    (
+        "static-file.disable-pathinfo",
+        "Tessera has no path info for static files",
+    ),
+    ("dir-listing.encoding", "Tessera's listings are UTF-8"),
+    ("mimetype.xattr-name", "xattr MIME types are not supported"),
+    ("deflate.work-block-size", "lighttpd-specific tuning"),
+    ("deflate.output-buffer-size", "lighttpd-specific tuning"),
+    ("deflate.sync-flush", "lighttpd-specific tuning"),
+];
+
+/// Option prefixes of lighttpd modules Tessera has no equivalent for.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("fastcgi.", "FastCGI back ends are not supported"),
+    ("scgi.", "SCGI back ends are not supported"),
+    ("proxy.", "proxying is not supported"),
+    ("cgi.", "CGI is not supported"),
+    ("ssi.", "server-side includes are not supported"),
+    ("ssl.", "TLS settings are not imported"),
+    ("alias.url", "there is no alias module: move the files under the document root, or serve them from their own vhost"),
+    ("userdir.", "user directories are not supported"),
+    ("simple-vhost.", "computed document roots are not supported: write one [[vhost]] per site"),
+    ("evhost.", "computed document roots are not supported: write one [[vhost]] per site"),
+    ("vhostdb.", "computed document roots are not supported: write one [[vhost]] per site"),
+    ("rrdtool.", "not supported"),
+    ("status.", "the status page is not supported"),
+    ("webdav.", "WebDAV is not supported"),
+    ("magnet.", "Lua scripts are not supported"),
+    ("secdownload.", "use the secure-download plugin (plugins/secure-download), configured by hand"),
+    ("usertrack.", "not supported"),
+    ("extforward.", "X-Forwarded-For is not consulted"),
+    ("sockproxy.", "not supported"),
+    ("wstunnel.", "not supported"),
+    ("ajp13.", "not supported"),
+    ("maxminddb.", "not supported"),
+    ("gnutls.", "TLS settings are not imported"),
+    ("mbedtls.", "TLS settings are not imported"),
+    ("nss.", "TLS settings are not imported"),
+    ("wolfssl.", "TLS settings are not imported"),
+    ("openssl.", "TLS settings are not imported"),
+    ("trigger-before-download.", "not supported"),
+    ("flv-streaming.", "not supported"),
+    ("h264-streaming.", "not supported"),
+    ("auth.backend.htdigest", "htdigest files are not supported (use an htpasswd file)"),
+    ("auth.backend.ldap", "LDAP authentication is not supported"),
+    ("auth.backend.mysql", "database authentication is not supported"),
+    ("auth.backend.pgsql", "database authentication is not supported"),
+    ("auth.backend.dbi", "database authentication is not supported"),
+    ("auth.backend.gssapi", "Kerberos authentication is not supported"),
+    ("auth.backend.sasl", "SASL authentication is not supported"),
+    ("auth.cache", "Tessera remembers successful checks itself"),
+    ("server.error-handler", "error handlers run a script: not supported (static pages: server.errorfile-prefix)"),
+    ("server.kbytes-per-second", "bandwidth limits are not supported"),
+    ("connection.kbytes-per-second", "bandwidth limits are not supported"),
+    ("server.max-request-size", "Tessera serves static files only"),
+    ("server.max-request-field-size", "Tessera has its own limits"),
+    ("server.tag", "the Server header is not configurable"),
+    ("mimetype.use-xattr", "xattr MIME types are not supported"),
+    ("url.access-allow", "allow-lists of suffixes are not supported"),
+    ("setenv.add-request-header", "request headers cannot be changed"),
+    ("setenv.set-request-header", "request headers cannot be changed"),
+    ("setenv.add-environment", "there are no CGI environments"),
+    ("setenv.set-environment", "there are no CGI environments"),
+    ("accesslog.use-syslog", "syslog is not supported: log to a file"),
+    ("accesslog.syslog-level", "syslog is not supported"),
+    ("accesslog.escaping", "Tessera escapes Apache-style (\\xHH)"),
+    ("dir-listing.", "not supported by Tessera's dir-listing"),
+    ("debug.", "lighttpd's debug logging; use RUST_LOG=debug"),
+];
+
+/// lighttpd modules Tessera has equivalents for (or needs no equivalent of).
+const KNOWN_MODULES: &[&str] = &[
+    "mod_indexfile",
+    "mod_staticfile",
+    "mod_dirlisting",
+    "mod_access",
+    "mod_accesslog",
+    "mod_expire",
+    "mod_setenv",
+    "mod_redirect",
+    "mod_rewrite",
+    "mod_auth",
+    "mod_authn_file",
+    "mod_deflate",
+    "mod_compress",
+];
+
+struct Tr<'a> {
+    parsed: &'a Parsed,
+    main: String,
+    loaded: Vec<String>,
+    cond_cache: HashMap<(Src, String), Cond>,
+    listen: Vec<Listen>,
+    /// Wildcard sockets' ports are decided against the listeners.
+    /// Context index -> Cond.
+    ctx_cond: HashMap<usize, Cond>,
+}
+
+fn regex_ok(r: &str) -> Result<(), String> {
+    fancy_regex::Regex::new(r)
+        .map(|_| ())
+        .map_err(|e| e.to_string().replace('\n', " "))
+}
+
+/// `^literal$`, `^literal` and `literal$` as lighttpd 1.4.65+ simplifies them
+/// (only when the rest has no regex metacharacters; `\.` is a literal dot).
+fn literal_regex(r: &str) -> Option<(bool, bool, String)> {
+    let start = r.starts_with('^');
+    let body = r.strip_prefix('^').unwrap_or(r);
+    let end = body.ends_with('$') && !body.ends_with("\\$");
+    let body = if end { &body[..body.len() - 1] } else { body };
+    let mut out = String::new();
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(n) if n.is_ascii_punctuation() => out.push(n),
+                _ => return None,
+            },
+            '.' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' | '^' | '$' => {
+                return None
+            }
+            c => out.push(c),
+        }
+    }
+    (start || end).then_some((start, end, out))
+}
+
+fn header_cond(name: &str, op: CondOp, v: &str) -> Result<Cond, String> {
+    let esc = fancy_regex::escape(v);
+    let regex = match op {
+        CondOp::Eq | CondOp::Ne if v.is_empty() => {
+            let present = Cond::Match(V::tab1("header", V::tab1("name", V::s(name))));
+            return Ok(if op == CondOp::Eq {
+                Cond::invert(present)
+            } else {
+                present
+            });
+        }
+        CondOp::Eq | CondOp::Ne => format!("^{esc}$"),
+        CondOp::Prefix => format!("^{esc}"),
+        CondOp::Suffix => format!("{esc}$"),
+        CondOp::Re | CondOp::NotRe => {
+            regex_ok(v)?;
+            v.to_owned()
+        }
+    };
+    let c = Cond::Match(V::tab1(
+        "header",
+        V::Tab(vec![
+            ("name".into(), V::s(name)),
+            ("regex".into(), V::s(regex)),
+        ]),
+    ));
+    Ok(if matches!(op, CondOp::Ne | CondOp::NotRe) {
+        Cond::invert(c)
+    } else {
+        c
+    })
+}
+
+/// A string test decided now (for `$HTTP["scheme"]`: always `http`).
+fn const_test(op: CondOp, v: &str, actual: &str) -> Cond {
+    let hit = match op {
+        CondOp::Eq => actual == v,
+        CondOp::Ne => actual != v,
+        CondOp::Prefix => actual.starts_with(v),
+        CondOp::Suffix => actual.ends_with(v),
+        CondOp::Re | CondOp::NotRe => {
+            let m = fancy_regex::Regex::new(v)
+                .ok()
+                .and_then(|r| r.is_match(actual).ok())
+                .unwrap_or(false);
+            m == (op == CondOp::Re)
+        }
+    };
+    if hit {
+        Cond::True
+    } else {
+        Cond::False
+    }
+}
+
+/// Turns a regular expression over the client address, as written in real
+/// configurations (`^127\.0\.0\.1$|^::1$`, `^192\.168\.`), into addresses and
+/// CIDR ranges; `None` when it is anything else.
+fn remoteip_regex(r: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for alt in r.split('|') {
+        let (start, end, lit) = literal_regex(alt)?;
+        if !start {
+            return None;
+        }
+        if end {
+            lit.parse::<std::net::IpAddr>().ok()?;
+            out.push(lit);
+        } else {
+            // An IPv4 prefix ending at an octet boundary.
+            let octets: Vec<&str> = lit.strip_suffix('.')?.split('.').collect();
+            if octets.is_empty()
+                || octets.len() > 3
+                || octets.iter().any(|o| o.parse::<u8>().is_err())
+            {
+                return None;
+            }
+            let mut full: Vec<&str> = octets.clone();
+            while full.len() < 4 {
+                full.push("0");
+            }
+            out.push(format!("{}/{}", full.join("."), octets.len() * 8));
+        }
+    }
+    Some(out)
+}
+
+/// Normalizes a lighttpd socket (`":80"`, `"0.0.0.0:80"`, `"[::]:80"`,
+/// `"localhost:80"`) to `IP:PORT`.
+fn socket_addr(s: &str, default_port: u16) -> Option<String> {
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once(']')?;
+        (format!("[{h}]"), p.strip_prefix(':').unwrap_or(""))
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), p),
+            None => (s.to_owned(), ""),
+        }
+    };
+    let port: u16 = if port.is_empty() {
+        default_port
+    } else {
+        port.parse().ok()?
+    };
+    let host = match host.as_str() {
+        "" => "0.0.0.0".to_owned(),
+        "localhost" => "127.0.0.1".to_owned(),
+        h => h.to_owned(),
+    };
+    let addr = format!("{host}:{port}");
+    addr.parse::<std::net::SocketAddr>().ok()?;
+    Some(addr)
+}
+
+fn is_wildcard_ip(addr: &str) -> bool {
+    addr.starts_with("0.0.0.0:") || addr.starts_with("[::]:")
+}
+
+impl Tr<'_> {
+    fn ctx(&self, i: usize) -> &Context {
+        &self.parsed.contexts[i]
+    }
+
+    fn global(&self, key: &str) -> Option<&Setting> {
+        self.ctx(0).get(key)
+    }
+
+    fn is_loaded(&self, m: &str) -> bool {
+        matches!(m, "mod_indexfile" | "mod_staticfile" | "mod_dirlisting")
+            || self.loaded.iter().any(|l| l == m)
+            || (m == "mod_deflate" && self.loaded.iter().any(|l| l == "mod_compress"))
+            || (m == "mod_compress" && self.loaded.iter().any(|l| l == "mod_deflate"))
+    }
+
+    /// The condition of a raw test, reported once.
+    fn raw_cond(&mut self, rc: &RawCond, report: &mut Report) -> Cond {
+        let key = (rc.src.clone(), rc.show());
+        if let Some(c) = self.cond_cache.get(&key) {
+            return c.clone();
+        }
+        let c = self.translate_cond(rc, report);
+        self.cond_cache.insert(key, c.clone());
+        c
+    }
+
+    fn translate_cond(&mut self, rc: &RawCond, report: &mut Report) -> Cond {
+        let what = rc.show();
+        let neg = matches!(rc.op, CondOp::Ne | CondOp::NotRe);
+        let wrap = |c: Cond| if neg { Cond::invert(c) } else { c };
+        let v = rc.value.as_str();
+        match (rc.field.as_str(), rc.key.to_ascii_lowercase().as_str()) {
+            ("HTTP", "host") => {
+                let lower = v.to_ascii_lowercase();
+                let test = match rc.op {
+                    CondOp::Eq | CondOp::Ne => {
+                        let h = crate::strip_port(&lower);
+                        if h.len() != lower.len() {
+                            report.approximated(
+                                &rc.src,
+                                &what,
+                                "the port is ignored: Tessera's vhosts match host names without ports",
+                            );
+                        }
+                        HostTest::Exact(h.to_owned())
+                    }
+                    CondOp::Prefix => HostTest::Prefix(lower),
+                    CondOp::Suffix => HostTest::Suffix(lower),
+                    CondOp::Re | CondOp::NotRe => {
+                        if let Err(e) = regex_ok(v) {
+                            report.dropped(
+                                &rc.src,
+                                &what,
+                                format!(
+                                    "invalid regular expression ({e}); the block never applies"
+                                ),
+                            );
+                            return Cond::False;
+                        }
+                        match literal_regex(v) {
+                            Some((true, true, l)) => HostTest::Exact(l.to_ascii_lowercase()),
+                            Some((true, false, l)) => HostTest::Prefix(l.to_ascii_lowercase()),
+                            Some((false, true, l)) => HostTest::Suffix(l.to_ascii_lowercase()),
+                            _ => {
+                                if v.ends_with('$') {
+                                    report.approximated(
+                                        &rc.src,
+                                        &what,
+                                        "Tessera tests host regexes without the port (lighttpd includes a port the client sent)",
+                                    );
+                                }
+                                HostTest::Regex(v.to_owned())
+                            }
+                        }
+                    }
+                };
+                report.translated(
+                    &rc.src,
+                    &what,
+                    format!("vhost server-names = [\"{}\"]", test.server_name()),
+                );
+                wrap(Cond::Host(test))
+            }
+            ("HTTP", "url") => {
+                let m = match rc.op {
+                    CondOp::Eq | CondOp::Ne => {
+                        V::tab1("path-regex", V::s(format!("^{}$", fancy_regex::escape(v))))
+                    }
+                    CondOp::Prefix if v.starts_with('/') => V::tab1("path-prefix", V::s(v)),
+                    CondOp::Prefix => {
+                        V::tab1("path-regex", V::s(format!("^{}", fancy_regex::escape(v))))
+                    }
+                    CondOp::Suffix => {
+                        V::tab1("path-regex", V::s(format!("{}$", fancy_regex::escape(v))))
+                    }
+                    CondOp::Re | CondOp::NotRe => {
+                        if let Err(e) = regex_ok(v) {
+                            report.dropped(
+                                &rc.src,
+                                &what,
+                                format!(
+                                    "invalid regular expression ({e}); the block never applies"
+                                ),
+                            );
+                            return Cond::False;
+                        }
+                        V::tab1("path-regex", V::s(v))
+                    }
+                };
+                report.translated(
+                    &rc.src,
+                    &what,
+                    format!("rule match = {}", crate::emit::inline(&m)),
+                );
+                wrap(Cond::Match(m))
+            }
+            ("HTTP", "querystring" | "query-string") => {
+                let r = match rc.op {
+                    CondOp::Eq | CondOp::Ne => format!("^{}$", fancy_regex::escape(v)),
+                    CondOp::Prefix => format!("^{}", fancy_regex::escape(v)),
+                    CondOp::Suffix => format!("{}$", fancy_regex::escape(v)),
+                    _ => {
+                        if let Err(e) = regex_ok(v) {
+                            report.dropped(
+                                &rc.src,
+                                &what,
+                                format!(
+                                    "invalid regular expression ({e}); the block never applies"
+                                ),
+                            );
+                            return Cond::False;
+                        }
+                        v.to_owned()
+                    }
+                };
+                report.translated(&rc.src, &what, "rule match = { query = … }");
+                wrap(Cond::Match(V::tab1("query", V::s(r))))
+            }
+            ("HTTP", "remoteip" | "remote-ip") => {
+                let list = match rc.op {
+                    CondOp::Eq | CondOp::Ne => Some(vec![v.to_owned()]),
+                    CondOp::Re | CondOp::NotRe => remoteip_regex(v),
+                    _ => None,
+                };
+                match list {
+                    Some(l) if l.iter().all(|a| parse_net(a)) => {
+                        report.translated(
+                            &rc.src,
+                            &what,
+                            format!("rule match = {{ client = {:?} }}", l),
+                        );
+                        wrap(Cond::Match(V::tab1("client", V::strs(l))))
+                    }
+                    _ => {
+                        report.dropped(
+                            &rc.src,
+                            &what,
+                            "only addresses, CIDR ranges and anchored alternations of them (^127\\.0\\.0\\.1$|^::1$) can be matched; the block never applies",
+                        );
+                        Cond::False
+                    }
+                }
+            }
+            ("HTTP", "useragent" | "user-agent" | "referer" | "cookie" | "language")
+            | ("REQUEST_HEADER", _) => {
+                let name = match (rc.field.as_str(), rc.key.to_ascii_lowercase().as_str()) {
+                    ("HTTP", "useragent" | "user-agent") => "User-Agent".to_owned(),
+                    ("HTTP", "referer") => "Referer".to_owned(),
+                    ("HTTP", "cookie") => "Cookie".to_owned(),
+                    ("HTTP", "language") => "Accept-Language".to_owned(),
+                    _ => rc.key.clone(),
+                };
+                match header_cond(&name, rc.op, v) {
+                    Ok(c) => {
+                        report.translated(
+                            &rc.src,
+                            &what,
+                            format!("rule match = {{ header = {{ name = \"{name}\", … }} }}"),
+                        );
+                        c
+                    }
+                    Err(e) => {
+                        report.dropped(
+                            &rc.src,
+                            &what,
+                            format!("invalid regular expression ({e}); the block never applies"),
+                        );
+                        Cond::False
+                    }
+                }
+            }
+            ("HTTP", "scheme") => {
+                let c = const_test(rc.op, v, "http");
+                report.approximated(
+                    &rc.src,
+                    &what,
+                    format!(
+                        "the imported listeners are plain HTTP, so this test is always {}",
+                        c == Cond::True
+                    ),
+                );
+                c
+            }
+            ("HTTP", "request-method") => {
+                const METHODS: &[&str] = &[
+                    "GET",
+                    "HEAD",
+                    "POST",
+                    "PUT",
+                    "DELETE",
+                    "OPTIONS",
+                    "PATCH",
+                    "TRACE",
+                    "CONNECT",
+                    "PROPFIND",
+                    "PROPPATCH",
+                    "MKCOL",
+                    "COPY",
+                    "MOVE",
+                    "LOCK",
+                    "UNLOCK",
+                    "QUERY",
+                ];
+                let list: Vec<&str> = METHODS
+                    .iter()
+                    .copied()
+                    .filter(|m| {
+                        const_test(
+                            match rc.op {
+                                CondOp::Ne => CondOp::Eq,
+                                CondOp::NotRe => CondOp::Re,
+                                o => o,
+                            },
+                            v,
+                            m,
+                        ) == Cond::True
+                    })
+                    .collect();
+                if list.is_empty() {
+                    report.dropped(
+                        &rc.src,
+                        &what,
+                        "matches no known method; the block never applies",
+                    );
+                    return if neg { Cond::True } else { Cond::False };
+                }
+                report.translated(
+                    &rc.src,
+                    &what,
+                    format!("rule match = {{ method = {:?} }}", list),
+                );
+                wrap(Cond::Match(V::tab1("method", V::strs(list))))
+            }
+            ("SERVER", "socket") => {
+                let port = self.port();
+                let Some(addr) = socket_addr(v, port) else {
+                    report.dropped(
+                        &rc.src,
+                        &what,
+                        "not an IP:PORT socket; the block never applies",
+                    );
+                    return Cond::False;
+                };
+                if !self.listen.iter().any(|l| l.addr == addr) {
+                    // A TLS socket that was not imported.
+                    return if neg { Cond::True } else { Cond::False };
+                }
+                let c = if is_wildcard_ip(&addr) {
+                    let p = addr.rsplit(':').next().unwrap_or("");
+                    let all_same = self
+                        .listen
+                        .iter()
+                        .all(|l| l.addr.ends_with(&format!(":{p}")));
+                    if !all_same {
+                        report.approximated(
+                            &rc.src,
+                            &what,
+                            "Tessera's socket matcher compares the connection's local address, which a wildcard listener does not give; the test is taken as true",
+                        );
+                    } else {
+                        report.translated(&rc.src, &what, format!("listen \"{addr}\""));
+                    }
+                    Cond::True
+                } else {
+                    report.translated(
+                        &rc.src,
+                        &what,
+                        format!("rule match = {{ socket = \"{addr}\" }}"),
+                    );
+                    Cond::Match(V::tab1("socket", V::s(addr)))
+                };
+                wrap(c)
+            }
+            _ => {
+                report.dropped(
+                    &rc.src,
+                    &what,
+                    "this condition is not supported; the block never applies",
+                );
+                Cond::False
+            }
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.global("server.port")
+            .and_then(|s| s.val.as_string())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(80)
+    }
+
+    /// The full condition of context `i`: own test, negated else-chain
+    /// predecessors, then the enclosing context's condition.
+    fn cond_of(&mut self, i: usize, report: &mut Report) -> Cond {
+        if let Some(c) = self.ctx_cond.get(&i) {
+            return c.clone();
+        }
+        let ctx = self.ctx(i).clone();
+        let mut parts = Vec::new();
+        if let Some(rc) = &ctx.cond {
+            parts.push(self.raw_cond(rc, report));
+        }
+        for n in &ctx.negs {
+            let c = self.raw_cond(n, report);
+            parts.push(Cond::invert(c));
+        }
+        if let Some(p) = ctx.parent {
+            parts.push(self.cond_of(p, report));
+        }
+        let c = Cond::All(parts).simplify(&|_| None);
+        self.ctx_cond.insert(i, c.clone());
+        c
+    }
+
+    fn listeners(&mut self, report: &mut Report) {
+        let port = self.port();
+        let port_src = self
+            .global("server.port")
+            .map(|s| s.src.clone())
+            .unwrap_or_else(|| Src::new(&self.main, 0));
+        let bind = self.global("server.bind").cloned();
+        let mut addrs: Vec<Listen> = Vec::new();
+        match &bind {
+            Some(b) => {
+                let v = b.val.as_string().unwrap_or_default();
+                if v.starts_with('/') {
+                    report.dropped(&b.src, "server.bind", "Unix sockets are not supported");
+                } else if let Some(a) = socket_addr(&v, port) {
+                    report.translated(&b.src, "server.bind", format!("[server] listen \"{a}\""));
+                    addrs.push(Listen {
+                        addr: a,
+                        src: b.src.clone(),
+                    });
+                } else {
+                    report.dropped(
+                        &b.src,
+                        "server.bind",
+                        format!("\"{v}\" is not an IP address (host names are not resolved)"),
+                    );
+                }
+            }
+            None => addrs.push(Listen {
+                addr: format!("0.0.0.0:{port}"),
+                src: port_src.clone(),
+            }),
+        }
+        if let Some(p) = self.global("server.port") {
+            report.translated(
+                &p.src,
+                "server.port",
+                format!("[server] listen port {port}"),
+            );
+        }
+        if let Some(u) = self.global("server.use-ipv6") {
+            if u.val.as_bool() == Some(true) && bind.is_none() {
+                addrs.push(Listen {
+                    addr: format!("[::]:{port}"),
+                    src: u.src.clone(),
+                });
+            }
+            report.translated(
+                &u.src,
+                "server.use-ipv6",
+                format!("[server] listen \"[::]:{port}\""),
+            );
+        }
+        // $SERVER["socket"] blocks add listeners, except TLS ones.
+        for i in 1..self.parsed.contexts.len() {
+            let c = self.ctx(i).clone();
+            let Some(rc) = &c.cond else { continue };
+            if rc.field != "SERVER" || rc.key != "socket" || rc.op != CondOp::Eq {
+                continue;
+            }
+            let Some(addr) = socket_addr(&rc.value, port) else {
+                continue;
+            };
+            let tls = c
+                .get("ssl.engine")
+                .is_some_and(|s| s.val.as_bool() == Some(true));
+            if tls {
+                report.dropped(
+                    &rc.src,
+                    &rc.show(),
+                    format!("a TLS listener: TLS is not imported, so {addr} is not listened on (configure TLS in Tessera by hand)"),
+                );
+                continue;
+            }
+            if !addrs.iter().any(|l| l.addr == addr) {
+                addrs.push(Listen {
+                    addr,
+                    src: rc.src.clone(),
+                });
+            }
+        }
+        // A [::] listener takes IPv4 connections too (Linux's default
+        // bindv6only = 0), so it cannot sit beside 0.0.0.0 on the same port.
+        let mut i = 0;
+        while i < addrs.len() {
+            let a = addrs[i].addr.clone();
+            let twin = a.strip_prefix("0.0.0.0:").map(|p| format!("[::]:{p}"));
+            if let Some(twin) = twin.filter(|t| addrs.iter().any(|l| &l.addr == t)) {
+                report.approximated(
+                    &addrs[i].src,
+                    "server.port",
+                    format!("{a} is left out: {twin} also accepts IPv4 connections (Linux, net.ipv6.bindv6only = 0), and both cannot be bound; if your system sets bindv6only = 1, list both"),
+                );
+                addrs.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        self.listen = addrs;
+    }
+
+    /// Translates one setting into model options (empty: handled elsewhere or
+    /// not carried over; the report says which).
+    fn option(&self, ctx: usize, s: &Setting, report: &mut Report) -> Vec<Opt> {
+        let key = s.key.as_str();
+        let src = &s.src;
+        let val = &s.val;
+        let in_block = ctx != 0;
+        let opt = |module: &'static str, k: &'static str, v: V| Opt {
+            module,
+            key: k,
+            val: v,
+            src: src.clone(),
+        };
+        if key.starts_with("var.") {
+            return Vec::new();
+        }
+        if let Some((_, why)) = NOT_NEEDED.iter().find(|(k, _)| *k == key) {
+            report.not_needed(src, key, *why);
+            return Vec::new();
+        }
+        if let Some(m) = needs_module(key) {
+            if !self.is_loaded(m) {
+                report.dropped(
+                    src,
+                    key,
+                    format!("{m} is not in server.modules, so lighttpd ignores this option"),
+                );
+                return Vec::new();
+            }
+        }
+        let bool_of = |report: &mut Report| -> Option<bool> {
+            let b = val.as_bool();
+            if b.is_none() {
+                report.dropped(src, key, format!("{} is not a boolean", val.show()));
+            }
+            b
+        };
+        match key {
+            "server.document-root"
+            | "server.port"
+            | "server.bind"
+            | "server.use-ipv6"
+            | "server.modules" => {
+                if in_block && key != "server.document-root" {
+                    report.dropped(
+                        src,
+                        key,
+                        "only allowed in the global context (lighttpd ignores it here)",
+                    );
+                }
+                Vec::new()
+            }
+            "server.max-keep-alive-idle"
+            | "server.max-read-idle"
+            | "server.max-connections"
+            | "server.max-worker"
+            | "server.max-keep-alive-requests"
+            | "server.max-write-idle" => {
+                // Handled with [server] below.
+                Vec::new()
+            }
+            "index-file.names" | "server.indexfiles" => {
+                let mut names = Vec::new();
+                for n in val.as_list() {
+                    if n.contains('/') || n.is_empty() {
+                        report.approximated(
+                            src,
+                            key,
+                            format!(
+                                "\"{n}\" is not a plain file name (a front controller); left out"
+                            ),
+                        );
+                    } else if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+                report.translated(src, key, "static-file index-files");
+                vec![opt("static-file", "index-files", V::strs(names))]
+            }
+            "mimetype.assign" => vec![opt(
+                "static-file",
+                "mime-types",
+                self.mime_types(val, src, report),
+            )],
+            "static-file.exclude-extensions" => {
+                let mut exts = Vec::new();
+                for e in val.as_list() {
+                    match e.strip_prefix('.') {
+                        Some(x) if !x.is_empty() && !x.contains('.') => exts.push(x.to_owned()),
+                        _ => report.approximated(
+                            src,
+                            key,
+                            format!("\"{e}\" is not a single extension (\".php\"); left out"),
+                        ),
+                    }
+                }
+                report.translated(src, key, "static-file exclude-extensions");
+                vec![opt("static-file", "exclude-extensions", V::strs(exts))]
+            }
+            "static-file.etags" => {
+                let Some(b) = bool_of(report) else {
+                    return Vec::new();
+                };
+                report.translated(src, key, "static-file etag");
+                vec![opt("static-file", "etag", V::Bool(b))]
+            }
+            "etag.use-inode" | "etag.use-mtime" | "etag.use-size" => {
+                let Some(b) = bool_of(report) else {
+                    return Vec::new();
+                };
+                let all_off = ["etag.use-inode", "etag.use-mtime", "etag.use-size"]
+                    .iter()
+                    .all(|k| {
+                        *k == key && !b
+                            || self
+                                .ctx(ctx)
+                                .get(k)
+                                .is_some_and(|x| x.val.as_bool() == Some(false))
+                    });
+                if all_off {
+                    report.translated(
+                        src,
+                        key,
+                        "static-file etag = false (every etag.use-* is disabled)",
+                    );
+                    return vec![opt("static-file", "etag", V::Bool(false))];
+                }
+                report.approximated(
+                    src,
+                    key,
+                    "Tessera's ETag is always built from modification time and size",
+                );
+                Vec::new()
+            }
+            "server.follow-symlink" => {
+                let Some(b) = bool_of(report) else {
+                    return Vec::new();
+                };
+                let p = if b { "always" } else { "never" };
+                report.translated(
+                    src,
+                    key,
+                    format!("static-file and dir-listing follow-symlinks = \"{p}\""),
+                );
+                vec![
+                    opt("static-file", "follow-symlinks", V::s(p)),
+                    opt("dir-listing", "follow-symlinks", V::s(p)),
+                ]
+            }
+            "server.errorfile-prefix" => {
+                let Some(p) = val.as_string() else {
+                    return Vec::new();
+                };
+                report.translated(src, key, "error-pages prefix");
+                vec![opt("error-pages", "prefix", V::s(p))]
+            }
+            "server.error-handler-404" => {
+                let Some(p) = val.as_string() else {
+                    return Vec::new();
+                };
+                let ext = p.rsplit('.').next().unwrap_or("");
+                if matches!(ext, "html" | "htm" | "txt") && !p.contains('?') {
+                    let rel = p.trim_start_matches('/').to_owned();
+                    report.approximated(src, key, format!("error-pages pages.404 = \"{rel}\" (the page is sent with status 404; lighttpd would run it as a request)"));
+                    vec![opt("error-pages", "pages", V::tab1("404", V::s(rel)))]
+                } else {
+                    report.dropped(
+                        src,
+                        key,
+                        "a dynamic error handler (a script) is not supported",
+                    );
+                    Vec::new()
+                }
+            }
+            "dir-listing.activate" | "server.dir-listing" => {
+                let Some(b) = bool_of(report) else {
+                    return Vec::new();
+                };
+                report.translated(
+                    src,
+                    key,
+                    format!("dir-listing {}", if b { "on" } else { "off" }),
+                );
+                vec![opt("dir-listing", "enabled", V::Bool(b))]
+            }
+            "dir-listing.hide-dotfiles" => {
+                let Some(b) = bool_of(report) else {
+                    return Vec::new();
+                };
+                report.translated(src, key, format!("dir-listing hidden-files = {}", !b));
+                vec![opt("dir-listing", "hidden-files", V::Bool(!b))]
+            }
+            "dir-listing.show-readme" | "dir-listing.show-header" => {
+                let (k, default) = if key.ends_with("readme") {
+                    ("readme-file", "README.txt")
+                } else {
+                    ("header-file", "HEADER.txt")
+                };
+                let file = match val.as_bool() {
+                    Some(true) => Some(default.to_owned()),
+                    Some(false) => None,
+                    None => val.as_string(),
+                };
+                report.translated(src, key, format!("dir-listing {k}"));
+                match file {
+                    Some(f) => vec![opt("dir-listing", k, V::s(f))],
+                    None => vec![opt("dir-listing", k, V::s(""))],
+                }
+            }
+            "url.access-deny" => {
+                report.translated(src, key, "access deny-suffixes");
+                vec![opt("access", "deny-suffixes", V::strs(val.as_list()))]
+            }
+            "expire.url" => {
+                let mut t = Vec::new();
+                for (k, v) in val.as_pairs() {
+                    let prefix = if k.is_empty() {
+                        "/".to_owned()
+                    } else {
+                        k.clone()
+                    };
+                    if !prefix.starts_with('/') {
+                        report.dropped(
+                            src,
+                            key,
+                            format!("\"{k}\" does not start with '/', so it never matches a path"),
+                        );
+                        continue;
+                    }
+                    if let Some(e) = self.expire_value(&v, src, key, report) {
+                        if let Some((earlier, _)) = t
+                            .iter()
+                            .find(|(p, _): &&(String, V)| prefix.starts_with(p.as_str()))
+                        {
+                            report.approximated(src, key, format!("\"{k}\" is shadowed by the earlier \"{earlier}\" (first match wins): it never applies"));
+                        }
+                        t.push((prefix, V::s(e)));
+                    }
+                }
+                report.translated(src, key, "expires url (first match wins, as in lighttpd)");
+                vec![
+                    opt("expires", "url", V::Tab(t)),
+                    opt("expires", "existing-cache-control", V::s("keep")),
+                ]
+            }
+            "expire.mimetypes" => {
+                let mut t: Vec<(String, V)> = Vec::new();
+                let pairs = val.as_pairs();
+                let has_text = pairs
+                    .iter()
+                    .any(|(k, _)| k == "text/" || k == "text/javascript");
+                let mut moved = None;
+                for (k, v) in pairs {
+                    let Some(e) = self.expire_value(&v, src, key, report) else {
+                        continue;
+                    };
+                    if k == "application/javascript" && !has_text {
+                        report.approximated(src, key, "\"application/javascript\" is renamed \"text/javascript\" and moved to the end, as lighttpd 1.4.65 and later do");
+                        moved = Some(("text/javascript".to_owned(), V::s(e)));
+                        continue;
+                    }
+                    let k2 = if k.is_empty() || k.contains('/') || k.ends_with('*') {
+                        k.clone()
+                    } else {
+                        format!("{k}*")
+                    };
+                    if let Some((earlier, _)) = t.iter().find(|(p, _)| p.is_empty()) {
+                        report.approximated(
+                            src,
+                            key,
+                            format!(
+                                "\"{k}\" comes after the catch-all \"{earlier}\": it never applies"
+                            ),
+                        );
+                    }
+                    t.push((k2, V::s(e)));
+                }
+                t.extend(moved);
+                report.translated(
+                    src,
+                    key,
+                    "expires mime-types (tried after url, first match wins)",
+                );
+                vec![
+                    opt("expires", "mime-types", V::Tab(t)),
+                    opt("expires", "existing-cache-control", V::s("keep")),
+                ]
+            }
+            "setenv.add-response-header" | "setenv.set-response-header" => {
+                let k = if key.ends_with("add-response-header") {
+                    "add"
+                } else {
+                    "set"
+                };
+                let mut t: Vec<(String, V)> = Vec::new();
+                for (name, v) in val.as_pairs() {
+                    let clean: String = v
+                        .chars()
+                        .map(|c| {
+                            if matches!(c, '\t' | '\r' | '\n') {
+                                ' '
+                            } else {
+                                c
+                            }
+                        })
+                        .collect();
+                    t.push((name, V::s(clean.trim())));
+                }
+                report.translated(
+                    src,
+                    key,
+                    format!(
+                        "headers {k}{}",
+                        if k == "set" {
+                            " (an empty value removes the field)"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+                vec![opt("headers", k, V::Tab(t))]
+            }
+            "accesslog.filename" => {
+                let p = val.as_string().unwrap_or_default();
+                if p.starts_with('|') {
+                    report.dropped(src, key, "piped logs are not supported: log to a file");
+                    return vec![opt("access-log", "path", V::s(""))];
+                }
+                report.translated(
+                    src,
+                    key,
+                    if p.is_empty() {
+                        "access-log off here".to_owned()
+                    } else {
+                        "access-log path".to_owned()
+                    },
+                );
+                vec![opt("access-log", "path", V::s(p))]
+            }
+            "accesslog.format" => {
+                let f = val.as_string().unwrap_or_default();
+                let (t, notes) = log_format(&f);
+                if notes.is_empty() {
+                    report.translated(src, key, "access-log format");
+                } else {
+                    report.approximated(
+                        src,
+                        key,
+                        format!("access-log format \"{t}\": {}", notes.join("; ")),
+                    );
+                }
+                vec![opt("access-log", "format", V::s(t))]
+            }
+            "url.redirect" => {
+                let own_regex = self.own_url_regex(ctx);
+                let mut rules = Vec::new();
+                for (re, target) in val.as_pairs() {
+                    if let Some(r) = self.url_rule(&re, &target, own_regex, src, key, report) {
+                        rules.push(r);
+                    }
+                }
+                report.translated(
+                    src,
+                    key,
+                    "redirect rules (match-query = true where the regex mentions the query)",
+                );
+                vec![opt("redirect", "rules", V::Arr(rules))]
+            }
+            "url.redirect-code" => {
+                let code = val
+                    .as_string()
+                    .and_then(|c| c.parse::<i64>().ok())
+                    .unwrap_or(301);
+                if !matches!(code, 301 | 302 | 303 | 307 | 308) {
+                    report.dropped(
+                        src,
+                        key,
+                        format!("{code} is not a redirect status Tessera sends"),
+                    );
+                    return Vec::new();
+                }
+                report.translated(src, key, "redirect rules[].status");
+                vec![opt("redirect", "status", V::Int(code))]
+            }
+            "url.rewrite-once"
+            | "url.rewrite"
+            | "url.rewrite-final"
+            | "url.rewrite-repeat"
+            | "url.rewrite-if-not-file"
+            | "url.rewrite-repeat-if-not-file" => {
+                let own_regex = self.own_url_regex(ctx);
+                let mut rules = Vec::new();
+                for (re, target) in val.as_pairs() {
+                    if !target.starts_with('/') {
+                        report.dropped(
+                            src,
+                            key,
+                            format!("\"{re}\" => \"{target}\": the target must start with '/'"),
+                        );
+                        continue;
+                    }
+                    if let Some(r) = self.url_rule(&re, &target, own_regex, src, key, report) {
+                        rules.push(r);
+                    }
+                }
+                if key.contains("repeat") {
+                    report.approximated(
+                        src,
+                        key,
+                        "Tessera rewrites each request at most once (as url.rewrite-once)",
+                    );
+                } else {
+                    report.translated(src, key, "rewrite rules");
+                }
+                let k = if key.ends_with("if-not-file") {
+                    "if-not-file"
+                } else {
+                    "once"
+                };
+                vec![opt("rewrite", k, V::Arr(rules))]
+            }
+            "auth.backend" => {
+                let b = val.as_string().unwrap_or_default();
+                if matches!(b.as_str(), "htpasswd" | "plain") {
+                    report.translated(src, key, "auth-basic (user-file)");
+                } else {
+                    report.dropped(src, key, format!("the \"{b}\" backend is not supported (htpasswd and plain are); the protected paths are NOT protected by the import"));
+                }
+                vec![opt("auth-basic", "backend", V::s(b))]
+            }
+            "auth.backend.htpasswd.userfile" | "auth.backend.plain.userfile" => {
+                let f = val.as_string().unwrap_or_default();
+                if !Path::new(&f).exists() {
+                    report.approximated(src, key, format!("{f} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)"));
+                } else {
+                    report.translated(src, key, "auth-basic user-file");
+                }
+                let k = if key.contains("htpasswd") {
+                    "user-file"
+                } else {
+                    "plain-file"
+                };
+                vec![opt("auth-basic", k, V::s(f))]
+            }
+            "auth.require" => {
+                let Val::Arr(items) = val else {
+                    return Vec::new();
+                };
+                let mut list = Vec::new();
+                for (prefix, entry) in items {
+                    let Some(prefix) = prefix else { continue };
+                    let pairs = entry.as_pairs();
+                    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+                    let method = get("method").unwrap_or_else(|| "basic".into());
+                    if method != "basic" {
+                        report.approximated(src, key, format!("\"{prefix}\": {method} authentication becomes Basic (the only scheme Tessera has)"));
+                    }
+                    let require = get("require").unwrap_or_else(|| "valid-user".into());
+                    let users: Vec<String> = require
+                        .split('|')
+                        .filter_map(|p| p.trim().strip_prefix("user=").map(str::to_owned))
+                        .collect();
+                    let req = if require.split('|').any(|p| p.trim() == "valid-user")
+                        || users.is_empty()
+                    {
+                        if !require.split('|').any(|p| p.trim() == "valid-user") {
+                            report.approximated(src, key, format!("\"{prefix}\": require \"{require}\" (groups, hosts) becomes valid-user: any user in the file is let in"));
+                        }
+                        V::s("valid-user")
+                    } else {
+                        if require.split('|').any(|p| !p.trim().starts_with("user=")) {
+                            report.approximated(
+                                src,
+                                key,
+                                format!(
+                                    "\"{prefix}\": only the user= parts of \"{require}\" are kept"
+                                ),
+                            );
+                        }
+                        V::strs(users)
+                    };
+                    let mut t = vec![("prefix".to_owned(), V::s(prefix.clone()))];
+                    if let Some(r) = get("realm") {
+                        t.push(("realm".to_owned(), V::s(r)));
+                    }
+                    t.push(("require".to_owned(), req));
+                    list.push(V::Tab(t));
+                }
+                report.translated(src, key, "auth-basic rules (one per path prefix)");
+                vec![opt("auth-basic", "require-list", V::Arr(list))]
+            }
+            "deflate.mimetypes" | "compress.filetype" => {
+                report.translated(src, key, "compress mime-types");
+                vec![opt("compress", "mime-types", V::strs(val.as_list()))]
+            }
+            "deflate.allowed-encodings" | "compress.allowed-encodings" => {
+                let mut enc = Vec::new();
+                let mut dropped = Vec::new();
+                let list = val.as_list();
+                for want in ["br", "zstd", "gzip"] {
+                    if list.iter().any(|e| match e.as_str() {
+                        "br" | "brotli" => want == "br",
+                        "zstd" => want == "zstd",
+                        "gzip" | "x-gzip" => want == "gzip",
+                        _ => false,
+                    }) {
+                        enc.push(want);
+                    }
+                }
+                for e in &list {
+                    if !matches!(e.as_str(), "br" | "brotli" | "zstd" | "gzip" | "x-gzip") {
+                        dropped.push(e.clone());
+                    }
+                }
+                if dropped.is_empty() {
+                    report.translated(src, key, "compress encodings");
+                } else {
+                    report.approximated(
+                        src,
+                        key,
+                        format!(
+                            "compress encodings {enc:?}; {} not produced by Tessera",
+                            dropped.join(", ")
+                        ),
+                    );
+                }
+                vec![opt("compress", "encodings", V::strs(enc))]
+            }
+            "deflate.max-compress-size" | "compress.max-filesize" => {
+                let kib = val
+                    .as_string()
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(0);
+                report.translated(src, key, "compress max-size (KiB -> bytes)");
+                vec![opt("compress", "max-size", V::Int(kib * 1024))]
+            }
+            "deflate.min-compress-size" => {
+                let b = val
+                    .as_string()
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(0);
+                report.translated(src, key, "compress min-size");
+                vec![opt("compress", "min-size", V::Int(b))]
+            }
+            "deflate.compression-level" => {
+                let l = val
+                    .as_string()
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(6);
+                report.translated(src, key, "compress gzip-level");
+                vec![opt("compress", "gzip-level", V::Int(l.clamp(1, 9)))]
+            }
+            "deflate.cache-dir" | "compress.cache-dir" => {
+                report.approximated(
+                    src,
+                    key,
+                    "Tessera keeps compressed bodies in memory (compress cache-size), not on disk",
+                );
+                Vec::new()
+            }
+            _ => {
+                if let Some((_, why)) = UNSUPPORTED.iter().find(|(p, _)| key.starts_with(p)) {
+                    report.dropped(src, key, *why);
+                } else {
+                    report.dropped(src, key, "unknown option");
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// Whether context `ctx`'s own test is a `$HTTP["url"] =~` regex (whose
+    /// captures `%N` refer to).
+    fn own_url_regex(&self, ctx: usize) -> bool {
+        self.ctx(ctx)
+            .cond
+            .as_ref()
+            .is_some_and(|c| c.field == "HTTP" && c.key == "url" && c.op == CondOp::Re)
+    }
+
+    fn url_rule(
+        &self,
+        re: &str,
+        target: &str,
+        own_regex: bool,
+        src: &Src,
+        key: &str,
+        report: &mut Report,
+    ) -> Option<V> {
+        if let Err(e) = regex_ok(re) {
+            report.dropped(
+                src,
+                key,
+                format!("\"{re}\": invalid regular expression ({e})"),
+            );
+            return None;
+        }
+        if target.contains("${") {
+            report.dropped(
+                src,
+                key,
+                format!("\"{re}\" => \"{target}\": ${{…}} substitutions are not supported"),
+            );
+            return None;
+        }
+        let bytes = target.as_bytes();
+        let uses_pct = bytes
+            .windows(2)
+            .any(|w| w[0] == b'%' && w[1].is_ascii_digit());
+        if uses_pct && !own_regex {
+            report.dropped(
+                src,
+                key,
+                format!("\"{re}\" => \"{target}\": %N refers to captures of a host or other non-URL condition, which Tessera does not keep"),
+            );
+            return None;
+        }
+        let mut t = vec![("regex".into(), V::s(re)), ("target".into(), V::s(target))];
+        if mentions_query(re) {
+            t.push(("match-query".into(), V::Bool(true)));
+        }
+        Some(V::Tab(t))
+    }
+
+    fn expire_value(&self, v: &str, src: &Src, key: &str, report: &mut Report) -> Option<String> {
+        match expire::parse_lighttpd(v) {
+            Ok(e) => {
+                if e.uses_years {
+                    report.approximated(src, key, format!("\"{v}\": a year is 365 days (lighttpd 1.4.74 and later; earlier versions counted 360)"));
+                }
+                Some(e.to_tessera())
+            }
+            Err(msg) => {
+                report.dropped(
+                    src,
+                    key,
+                    format!("{msg} (lighttpd refuses to start with it)"),
+                );
+                None
+            }
+        }
+    }
+
+    fn mime_types(&self, val: &Val, src: &Src, report: &mut Report) -> V {
+        let mut out: Vec<(String, V)> = Vec::new();
+        let mut multi = Vec::new();
+        let mut base = Vec::new();
+        let mut same = 0usize;
+        for (k, t) in val.as_pairs() {
+            if k.is_empty() {
+                if normalize_mime(&t) != "application/octet-stream" {
+                    report.approximated(src, "mimetype.assign", format!("the default \"\" => \"{t}\": Tessera sends application/octet-stream for unknown extensions"));
+                }
+                continue;
+            }
+            let Some(ext) = k.strip_prefix('.') else {
+                base.push(k);
+                continue;
+            };
+            if ext.contains('.') || ext.is_empty() {
+                multi.push(k);
+                continue;
+            }
+            let ext = ext.to_ascii_lowercase();
+            if out.iter().any(|(e, _)| *e == ext) {
+                continue;
+            }
+            if normalize_mime(&builtin_mime(&ext)) == normalize_mime(&t) {
+                same += 1;
+                continue;
+            }
+            out.push((ext, V::s(t)));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        report.translated(
+            src,
+            "mimetype.assign",
+            format!(
+                "static-file mime-types: {} entries differ from Tessera's built-in types and are written, {same} are the same",
+                out.len()
+            ),
+        );
+        if !multi.is_empty() {
+            report.approximated(src, "mimetype.assign", format!("keys with several dots ({}) cannot be expressed: Tessera looks at the last extension only", multi.join(", ")));
+        }
+        if !base.is_empty() {
+            report.approximated(
+                src,
+                "mimetype.assign",
+                format!("whole-name keys ({}) are not supported", base.join(", ")),
+            );
+        }
+        V::Tab(out)
+    }
+}
+
+/// Whether a lighttpd or Cherokee URL regex looks at the query string (an
+/// escaped `?`): those get `match-query = true`. Others match the path, and
+/// the request's query is appended to the target, which is what lighttpd's
+/// `^/old/(.*)$` => `/new/$1` gives too (its `(.*)` swallows the query).
+pub(crate) fn mentions_query(re: &str) -> bool {
+    re.contains("\\?") || re.contains("[?]")
+}
+
+fn parse_net(a: &str) -> bool {
+    let a = a.trim();
+    if let Some((ip, bits)) = a.split_once('/') {
+        let Ok(ip) = ip.parse::<std::net::IpAddr>() else {
+            return false;
+        };
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        bits.parse::<u8>().is_ok_and(|b| b <= max)
+    } else {
+        a.parse::<std::net::IpAddr>().is_ok()
+    }
+}
+
+/// Translates a lighttpd `accesslog.format` into Tessera's directives; the
+/// notes say what changed.
+pub(crate) fn log_format(f: &str) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let mut notes: Vec<String> = Vec::new();
+    let chars: Vec<char> = f.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' && i + 1 < chars.len() {
+            let e = chars[i + 1];
+            match e {
+                'n' | 'r' | 'a' | 'b' | 'f' | 'v' => notes.push(format!(
+                    "the escape \\{e} is left out (one line per request)"
+                )),
+                't' => out.push('\t'),
+                other => out.push(other),
+            }
+            i += 2;
+            continue;
+        }
+        if c != '%' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let mut arg: Option<String> = None;
+        if chars.get(i) == Some(&'{') {
+            let close = chars[i..].iter().position(|&x| x == '}').map(|p| p + i);
+            let Some(close) = close else {
+                notes.push("an unterminated %{ is left out".into());
+                break;
+            };
+            arg = Some(chars[i + 1..close].iter().collect());
+            i = close + 1;
+        }
+        let mut modifier = String::new();
+        while matches!(chars.get(i), Some('<' | '>')) {
+            modifier.push(chars[i]);
+            i += 1;
+        }
+        let Some(&d) = chars.get(i) else {
+            notes.push("a trailing % is left out".into());
+            break;
+        };
+        i += 1;
+        let directive = format!(
+            "%{}{modifier}{d}",
+            arg.as_ref().map(|a| format!("{{{a}}}")).unwrap_or_default()
+        );
+        match (d, arg.as_deref()) {
+            ('%', None) => out.push_str("%%"),
+            ('h' | 'a' | 'l' | 'u' | 'r' | 'b' | 'B' | 'D' | 'v' | 'V' | 'U' | 'm' | 'H', None) => {
+                out.push('%');
+                out.push(d);
+            }
+            ('s', None) => out.push_str("%>s"),
+            ('t', None) => {
+                out.push_str("%t");
+            }
+            ('t', Some(_)) => {
+                out.push_str("%t");
+                notes.push(format!(
+                    "{directive} becomes %t ([10/Oct/2000:13:55:36 +0000], UTC)"
+                ));
+            }
+            ('T', None) => out.push_str("%T"),
+            ('T', Some("s" | "ms" | "us")) => {
+                out.push_str(&directive);
+            }
+            ('T', Some(_)) => {
+                out.push_str("%D");
+                notes.push(format!("{directive} becomes %D (microseconds)"));
+            }
+            ('i', Some(h)) => {
+                out.push_str(&format!("%{{{h}}}i"));
+            }
+            ('q', None) => {
+                out.push_str("%q");
+                notes.push("%q includes the leading '?' in Tessera".into());
+            }
+            ('O', None) => {
+                out.push_str("%b");
+                notes.push("%O (bytes with headers) becomes %b (body bytes)".into());
+            }
+            _ => {
+                out.push('-');
+                notes.push(format!("{directive} is not supported and logs \"-\""));
+            }
+        }
+    }
+    (out, notes)
+}
+
+fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output, ImportError> {
+    for n in &parsed.notes {
+        report.push(&n.src, n.outcome, &n.what, n.message.clone());
+    }
+    let mut tr = Tr {
+        parsed,
+        main: main.to_owned(),
+        loaded: Vec::new(),
+        cond_cache: HashMap::new(),
+        listen: Vec::new(),
+        ctx_cond: HashMap::new(),
+    };
+    // server.modules
+    if let Some(m) = tr.global("server.modules").cloned() {
+        let list = m.val.as_list();
+        for name in &list {
+            if !KNOWN_MODULES.contains(&name.as_str()) {
+                report.dropped(
+                    &m.src,
+                    "server.modules",
+                    format!("{name}: not supported, its options are dropped"),
+                );
+            }
+        }
+        report.translated(
+            &m.src,
+            "server.modules",
+            "the vhost modules lists (pipelines)",
+        );
+        tr.loaded = list;
+    }
+    for (i, c) in parsed.contexts.iter().enumerate().skip(1) {
+        if let Some(s) = c.get("server.modules") {
+            report.dropped(
+                &s.src,
+                "server.modules",
+                "only allowed in the global context",
+            );
+        }
+        let _ = i;
+    }
+    tr.listeners(report);
+    // [server] keys.
+    let mut server: Vec<(String, V, Src)> = Vec::new();
+    let g = tr.ctx(0).clone();
+    for s in &g.settings {
+        let n = s.val.as_string().and_then(|v| v.parse::<i64>().ok());
+        match (s.key.as_str(), n) {
+            ("server.max-keep-alive-idle", Some(n)) => {
+                report.translated(&s.src, &s.key, "[server] keep-alive");
+                server.push(("keep-alive".into(), V::Int(n), s.src.clone()));
+            }
+            ("server.max-keep-alive-requests", Some(0)) => {
+                report.translated(&s.src, &s.key, "[server] keep-alive = 0");
+                server.retain(|(k, _, _)| k != "keep-alive");
+                server.push(("keep-alive".into(), V::Int(0), s.src.clone()));
+            }
+            ("server.max-keep-alive-requests", _) => {
+                report.approximated(
+                    &s.src,
+                    &s.key,
+                    "Tessera does not limit requests per connection",
+                );
+            }
+            ("server.max-read-idle", Some(n)) => {
+                report.approximated(
+                    &s.src,
+                    &s.key,
+                    "[server] client-header-timeout (the time to send the request head)",
+                );
+                server.push(("client-header-timeout".into(), V::Int(n), s.src.clone()));
+            }
+            ("server.max-write-idle", _) => {
+                report.not_needed(&s.src, &s.key, "Tessera has no write timeout setting");
+            }
+            ("server.max-connections", Some(n)) => {
+                report.approximated(
+                    &s.src,
+                    &s.key,
+                    "[server] max-connections is per worker in Tessera",
+                );
+                server.push(("max-connections".into(), V::Int(n.max(1)), s.src.clone()));
+            }
+            ("server.max-worker", _) => {
+                report.not_needed(
+                    &s.src,
+                    &s.key,
+                    "Tessera uses one worker thread per core ([server] workers)",
+                );
+            }
+            _ => {}
+        }
+    }
+    // Blocks: lighttpd's defaults, then every context in file order.
+    let dsrc = Src::new("<lighttpd default>", 0);
+    let d = |module, key, val| Opt {
+        module,
+        key,
+        val,
+        src: dsrc.clone(),
+    };
+    let mut blocks = vec![Block {
+        cond: Cond::True,
+        opts: vec![
+            d("static-file", "index-files", V::Arr(Vec::new())),
+            d("static-file", "hidden-files", V::Bool(true)),
+            d("static-file", "follow-symlinks", V::s("always")),
+            d("dir-listing", "enabled", V::Bool(false)),
+            d("dir-listing", "hidden-files", V::Bool(false)),
+            d("dir-listing", "follow-symlinks", V::s("always")),
+            d("access-log", "format", V::s(DEFAULT_LOG_FORMAT)),
+        ],
+        reset: false,
+        base: true,
+        label: "lighttpd's defaults".into(),
+    }];
+    report.approximated(
+        &Src::new(main, 1),
+        "static-file",
+        "hidden-files = true and follow-symlinks = \"always\", as lighttpd serves dot-files and follows every symbolic link (set hidden-files = false and follow-symlinks = \"inside-root\" to harden)",
+    );
+    if !parsed
+        .contexts
+        .iter()
+        .any(|c| c.get("mimetype.assign").is_some())
+    {
+        report.approximated(
+            &Src::new(main, 1),
+            "mimetype.assign",
+            "not set: lighttpd sends application/octet-stream for every file, Tessera its built-in types",
+        );
+    }
+    let mut docroots: Vec<(usize, String, Src)> = Vec::new();
+    for i in 0..parsed.contexts.len() {
+        let ctx = tr.ctx(i).clone();
+        let cond = tr.cond_of(i, report);
+        let mut opts = Vec::new();
+        for s in &ctx.settings {
+            if s.key == "server.document-root" {
+                if let Some(p) = s.val.as_string() {
+                    docroots.push((i, p, s.src.clone()));
+                }
+                continue;
+            }
+            opts.extend(tr.option(i, s, report));
+        }
+        let label = match &ctx.cond {
+            _ if i == 0 => format!("{} (global)", main),
+            Some(c) => format!("{}-{} {}", c.src, ctx.end_line, c.show()),
+            None => format!("{}-{} else", ctx.src, ctx.end_line),
+        };
+        blocks.push(Block {
+            cond,
+            opts,
+            reset: false,
+            base: false,
+            label,
+        });
+    }
+    let sets = |m: &str, k: &str| {
+        blocks
+            .iter()
+            .flat_map(|b| b.opts.iter())
+            .find(|o| o.module == m && o.key == k)
+            .map(|o| o.src.clone())
+    };
+    if let (Some(s), None) = (
+        sets("compress", "mime-types"),
+        sets("compress", "encodings"),
+    ) {
+        report.approximated(
+            &s,
+            "deflate.allowed-encodings",
+            "not set: Tessera offers br, zstd and gzip (lighttpd's default depends on its build)",
+        );
+    }
+    // Module order: lighttpd's server.modules decides redirect vs rewrite and
+    // setenv vs expire.
+    let pos = |m: &str| tr.loaded.iter().position(|l| l == m).unwrap_or(usize::MAX);
+    let mut order: Vec<&'static str> = MODULE_ORDER.to_vec();
+    if pos("mod_rewrite") < pos("mod_redirect") {
+        swap(&mut order, "redirect", "rewrite");
+    }
+    if pos("mod_setenv") < pos("mod_expire") {
+        // setenv first: headers before expires (expires then sees the
+        // Cache-Control setenv added and, like lighttpd, keeps it).
+    } else {
+        swap(&mut order, "headers", "expires");
+    }
+    // Vhosts: the default (global) one, then one per host test.
+    let mut tests: Vec<HostTest> = Vec::new();
+    for b in &blocks {
+        b.cond.host_tests(&mut tests);
+    }
+    let mut names_seen: Vec<String> = Vec::new();
+    tests.retain(|t| {
+        let n = t.server_name();
+        if names_seen.contains(&n) {
+            false
+        } else {
+            names_seen.push(n);
+            true
+        }
+    });
+    let regex_index = |t: &HostTest| tests.iter().position(|x| x == t);
+    let mut out = Output {
+        header: vec![format!("Files read: {}.", parsed.files.join(", "))],
+        listen: tr.listen.clone(),
+        server,
+        vhosts: Vec::new(),
+    };
+    let mut vhosts: Vec<(Option<HostTest>, VhostOut)> = Vec::new();
+    for own in std::iter::once(None).chain(tests.iter().cloned().map(Some)) {
+        let eval = |t: &HostTest| -> Option<bool> {
+            match &own {
+                None => Some(false),
+                Some(HostTest::Exact(h)) => Some(t.eval(h)),
+                Some(v) => {
+                    if t == v {
+                        return Some(true);
+                    }
+                    let v_wild = v.is_wildcard();
+                    match t {
+                        HostTest::Exact(_) => Some(false),
+                        _ if t.is_wildcard() => {
+                            let ts = t.server_name()[1..].to_owned();
+                            if v_wild {
+                                let vs = v.server_name()[1..].to_owned();
+                                Some(vs.ends_with(&ts))
+                            } else {
+                                Some(false)
+                            }
+                        }
+                        _ => {
+                            if v_wild {
+                                None
+                            } else if regex_index(t) < regex_index(v) {
+                                Some(false)
+                            } else {
+                                None
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let vblocks: Vec<Block> = blocks
+            .iter()
+            .map(|b| Block {
+                cond: b.cond.simplify(&eval),
+                ..b.clone()
+            })
+            .collect();
+        let vname = own
+            .as_ref()
+            .map_or_else(|| "default".to_owned(), HostTest::server_name);
+        // Document root: the last one set where the vhost's condition holds.
+        let mut root: Option<(String, Src)> = None;
+        for (ci, p, s) in &docroots {
+            let c = vblocks[ci + 1].cond.clone();
+            match c {
+                Cond::True => root = Some((p.clone(), s.clone())),
+                Cond::False => {}
+                _ => report.approximated(
+                    s,
+                    "server.document-root",
+                    format!("vhost \"{vname}\": Tessera has one document root per vhost; this conditional one is not used"),
+                ),
+            }
+        }
+        if root.is_none() {
+            if let Some((_, p, s)) = docroots.first() {
+                report.approximated(s, "server.document-root", format!("vhost \"{vname}\": no unconditional document root; this one is used for every request"));
+                root = Some((p.clone(), s.clone()));
+            }
+        }
+        let (root, root_src) = match root {
+            Some((p, s)) => {
+                report.translated(
+                    &s,
+                    "server.document-root",
+                    format!("vhost \"{vname}\" document-root"),
+                );
+                (p, Some(s))
+            }
+            None => {
+                report.approximated(
+                    &Src::new(main, 1),
+                    "server.document-root",
+                    format!("vhost \"{vname}\": not set anywhere; /var/www is written, change it"),
+                );
+                ("/var/www".to_owned(), None)
+            }
+        };
+        if !Path::new(&root).is_dir() {
+            report.approximated(
+                root_src.as_ref().unwrap_or(&Src::new(main, 1)),
+                "server.document-root",
+                format!("{root} does not exist on this machine: create it before starting Tessera"),
+            );
+        }
+        let resolved = resolve(&vblocks, &order, &Tessera, &vname, report);
+        let mut comment = Vec::new();
+        match &own {
+            None => comment.push(format!(
+                "The global context of {main}: every host no other vhost claims."
+            )),
+            Some(t) => {
+                let from: Vec<String> = blocks
+                    .iter()
+                    .filter(|b| {
+                        let mut ts = Vec::new();
+                        b.cond.host_tests(&mut ts);
+                        ts.contains(t)
+                    })
+                    .map(|b| b.label.clone())
+                    .collect();
+                comment.push(format!(
+                    "Hosts passing $HTTP[\"host\"] {}, from:",
+                    show_test(t)
+                ));
+                comment.extend(from.into_iter().map(|f| format!("  {f}")));
+            }
+        }
+        vhosts.push((
+            own.clone(),
+            VhostOut {
+                comment,
+                names: own.iter().map(HostTest::server_name).collect(),
+                default: own.is_none(),
+                document_root: root,
+                document_root_src: root_src,
+                resolved,
+            },
+        ));
+    }
+    // An exact-name vhost identical to the default one, whose name no other
+    // vhost would claim, is left out.
+    let default = vhosts[0].1.clone();
+    let others: Vec<HostTest> = vhosts.iter().filter_map(|(t, _)| t.clone()).collect();
+    for (t, v) in vhosts {
+        if let Some(HostTest::Exact(h)) = &t {
+            let claimed = others
+                .iter()
+                .any(|o| o != t.as_ref().unwrap_or(o) && o.eval(h));
+            if !claimed
+                && v.document_root == default.document_root
+                && v.resolved == default.resolved
+            {
+                report.not_needed(
+                    &Src::new(main, 1),
+                    &format!("$HTTP[\"host\"] == \"{h}\""),
+                    "the host gets the same configuration as the default vhost; no vhost is written for it",
+                );
+                continue;
+            }
+        }
+        out.vhosts.push(v);
+    }
+    if out.vhosts.is_empty() {
+        return Err(ImportError::Empty {
+            file: main.to_owned(),
+            message: "nothing to serve".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn show_test(t: &HostTest) -> String {
+    match t {
+        HostTest::Exact(h) => format!("== \"{h}\""),
+        HostTest::Suffix(s) => format!("=$ \"{s}\""),
+        HostTest::Prefix(p) => format!("=^ \"{p}\""),
+        HostTest::Regex(r) => format!("=~ \"{r}\""),
+    }
+}
+
+fn swap(order: &mut [&'static str], a: &str, b: &str) {
+    let (Some(i), Some(j)) = (
+        order.iter().position(|m| *m == a),
+        order.iter().position(|m| *m == b),
+    ) else {
+        return;
+    };
+    order.swap(i, j);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imp(text: &str) -> (String, Report) {
+        let mut r = Report::default();
+        let out = import_text(
+            "t.conf",
+            text,
+            Path::new("/nonexistent"),
+            &Options::default(),
+            &mut r,
+        )
+        .unwrap();
+        (crate::emit::write(&out), r)
+    }
+
+    #[test]
+    fn captures_of_the_block_regex_are_kept() {
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_redirect\" )\n",
+            "$HTTP[\"host\"] =~ \"example\" {\n",
+            "  $HTTP[\"url\"] =~ \"^/blog/([0-9]+)/\" {\n",
+            "    url.redirect = ( \"^/blog/[0-9]+/(.*)$\" => \"/posts/%1/$1\" )\n",
+            "  }\n",
+            "}\n",
+        ));
+        // The block's own regex comes first in the match: its captures are %N.
+        assert!(
+            t.contains(r#"match = { path-regex = "^/blog/([0-9]+)/" }"#),
+            "{t}"
+        );
+        assert!(t.contains(r#"target = "/posts/%1/$1""#), "{t}");
+        assert!(t.contains(r#"server-names = ["~example"]"#), "{t}");
+        assert!(!r.has_warnings() || r.find("%N").count() == 0);
+    }
+
+    #[test]
+    fn else_chains_and_overlapping_blocks() {
+        let (t, _) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_setenv\" )\n",
+            "$HTTP[\"url\"] =^ \"/a/\" { setenv.add-response-header = ( \"X-A\" => \"1\" ) }\n",
+            "else $HTTP[\"url\"] =^ \"/b/\" { setenv.add-response-header = ( \"X-B\" => \"1\" ) }\n",
+            "else { setenv.add-response-header = ( \"X-Else\" => \"1\" ) }\n",
+            "$HTTP[\"url\"] =$ \".png\" { setenv.add-response-header = ( \"X-Png\" => \"1\" ) }\n",
+        ));
+        // The last block first; each else branch excludes the earlier tests.
+        let png = t.find(r#"match = { path-regex = '\.png$' }"#).unwrap();
+        let b = t
+            .find(
+                r#"match = { all = [{ path-prefix = "/b/" }, { not = { path-prefix = "/a/" } }] }"#,
+            )
+            .unwrap();
+        let els = t
+            .find(r#"match = { all = [{ not = { path-prefix = "/a/" } }, { not = { path-prefix = "/b/" } }] }"#)
+            .unwrap();
+        let a = t.find(r#"match = { path-prefix = "/a/" }"#).unwrap();
+        assert!(png < b && png < els && png < a, "{t}");
+    }
+
+    #[test]
+    fn log_formats() {
+        assert_eq!(
+            log_format(DEFAULT_LOG_FORMAT).0,
+            r#"%h %V %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#
+        );
+        assert!(log_format(DEFAULT_LOG_FORMAT).1.is_empty());
+        let (f, notes) = log_format("%{%s}t|%V|%r|%s|%b");
+        assert_eq!(f, "%t|%V|%r|%>s|%b");
+        assert_eq!(notes.len(), 1);
+        let (f, notes) = log_format("%h %O %{X}o %X");
+        assert_eq!(f, "%h %b - -");
+        assert_eq!(notes.len(), 3);
+    }
+
+    #[test]
+    fn remote_ip_regexes() {
+        assert_eq!(
+            remoteip_regex(r"^127\.0\.0\.1$|^::1$"),
+            Some(vec!["127.0.0.1".to_owned(), "::1".to_owned()])
+        );
+        assert_eq!(
+            remoteip_regex(r"^192\.168\."),
+            Some(vec!["192.168.0.0/16".to_owned()])
+        );
+        assert_eq!(remoteip_regex(r"^10\.(1|2)\."), None);
+    }
+
+    #[test]
+    fn literal_regexes() {
+        assert_eq!(
+            literal_regex(r"^www\.example\.com$"),
+            Some((true, true, "www.example.com".into()))
+        );
+        assert_eq!(literal_regex(r"\.css$"), Some((false, true, ".css".into())));
+        assert_eq!(literal_regex(r"^(www\.)?a$"), None);
+        assert_eq!(literal_regex("abc"), None);
+    }
+
+    #[test]
+    fn sockets() {
+        assert_eq!(socket_addr(":8080", 80).as_deref(), Some("0.0.0.0:8080"));
+        assert_eq!(socket_addr("[::]:80", 80).as_deref(), Some("[::]:80"));
+        assert_eq!(
+            socket_addr("127.0.0.1", 81).as_deref(),
+            Some("127.0.0.1:81")
+        );
+        assert_eq!(
+            socket_addr("localhost:81", 80).as_deref(),
+            Some("127.0.0.1:81")
+        );
+        assert_eq!(socket_addr("/run/x.sock", 80), None);
+    }
+}

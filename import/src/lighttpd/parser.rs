@@ -1,0 +1,1272 @@
+//! The lighttpd 1.4 configuration parser and evaluator (after lighttpd's
+//! `src/configparser.y` and `src/configfile.c`).
+//!
+//! Values are evaluated while parsing, as lighttpd does: variables (`var.x`, a
+//! bare key `x`, any option assigned earlier in this or an enclosing block,
+//! `env.X`), `+` (string concatenation, integer addition, array merge), and
+//! `+=`, which copies the value of the nearest enclosing block *as it stands at
+//! that point of the file* and appends to it. Includes are textual and resolved
+//! against the main file's directory; globs are expanded in sorted order.
+//! `include_shell` is never executed: the Debian helpers are understood
+//! (`create-mime.conf.pl`, `create-mime.assign.pl`, `include-conf-enabled.pl`,
+//! `use-ipv6.pl`), anything else is reported.
+
+use std::path::{Path, PathBuf};
+
+use super::lexer::{tokenize, Tok, Token};
+use crate::error::ImportError;
+use crate::report::{Outcome, Src};
+
+/// Deepest include nesting accepted.
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 32;
+
+/// A configuration value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Val {
+    /// A string (also booleans: `"enable"`, `"disable"`).
+    Str(String),
+    /// A decimal integer.
+    Int(i64),
+    /// An ordered list; entries written `"k" => v` carry their key.
+    Arr(Vec<(Option<String>, Val)>),
+}
+
+impl Val {
+    /// The string, or the integer in decimal.
+    pub(crate) fn as_string(&self) -> Option<String> {
+        match self {
+            Val::Str(s) => Some(s.clone()),
+            Val::Int(i) => Some(i.to_string()),
+            Val::Arr(_) => None,
+        }
+    }
+
+    /// lighttpd's boolean reading (`config_plugin_value_to_bool`): `enable`,
+    /// `enabled`, `true`, `1` and non-zero integers are true; `disable`,
+    /// `disabled`, `false`, `0` are false; `None` for anything else.
+    pub(crate) fn as_bool(&self) -> Option<bool> {
+        match self {
+            Val::Int(i) => Some(*i != 0),
+            Val::Str(s) => match s.to_ascii_lowercase().as_str() {
+                "enable" | "enabled" | "true" | "1" => Some(true),
+                "disable" | "disabled" | "false" | "0" => Some(false),
+                _ => None,
+            },
+            Val::Arr(_) => None,
+        }
+    }
+
+    /// The array's plain values as strings (keys ignored); a single string is
+    /// a one-element list.
+    pub(crate) fn as_list(&self) -> Vec<String> {
+        match self {
+            Val::Arr(v) => v.iter().filter_map(|(_, x)| x.as_string()).collect(),
+            other => other.as_string().into_iter().collect(),
+        }
+    }
+
+    /// The array's `"k" => "v"` pairs (entries without a key or with a
+    /// non-scalar value are skipped).
+    pub(crate) fn as_pairs(&self) -> Vec<(String, String)> {
+        match self {
+            Val::Arr(v) => v
+                .iter()
+                .filter_map(|(k, x)| Some((k.clone()?, x.as_string()?)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The value as lighttpd's `-p` prints it (for messages and tests).
+    pub(crate) fn show(&self) -> String {
+        match self {
+            Val::Str(s) => format!("\"{}\"", s.replace('"', "\\\"")),
+            Val::Int(i) => i.to_string(),
+            Val::Arr(v) => {
+                let items: Vec<String> = v
+                    .iter()
+                    .map(|(k, x)| match k {
+                        Some(k) => format!("\"{k}\" => {}", x.show()),
+                        None => x.show(),
+                    })
+                    .collect();
+                format!("({})", items.join(", "))
+            }
+        }
+    }
+}
+
+/// A condition operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CondOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `=~`
+    Re,
+    /// `!~`
+    NotRe,
+    /// `=^` (prefix)
+    Prefix,
+    /// `=$` (suffix)
+    Suffix,
+}
+
+impl CondOp {
+    /// The operator as written.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            CondOp::Eq => "==",
+            CondOp::Ne => "!=",
+            CondOp::Re => "=~",
+            CondOp::NotRe => "!~",
+            CondOp::Prefix => "=^",
+            CondOp::Suffix => "=$",
+        }
+    }
+}
+
+/// A condition as written: `$HTTP["url"] =~ "^/img/"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawCond {
+    /// `HTTP`, `SERVER`, `REQUEST_HEADER`, …
+    pub(crate) field: String,
+    /// The bracketed name: `url`, `host`, `socket`, a header name.
+    pub(crate) key: String,
+    /// The operator.
+    pub(crate) op: CondOp,
+    /// The right-hand side, evaluated.
+    pub(crate) value: String,
+    /// Where it is written.
+    pub(crate) src: Src,
+}
+
+impl RawCond {
+    /// `$HTTP["url"] =~ "^/img/"`.
+    pub(crate) fn show(&self) -> String {
+        format!(
+            "${}[\"{}\"] {} \"{}\"",
+            self.field,
+            self.key,
+            self.op.as_str(),
+            self.value
+        )
+    }
+}
+
+/// One option assigned in a context (after `+=` resolution).
+#[derive(Debug, Clone)]
+pub(crate) struct Setting {
+    /// The key (`server.document-root`, `var.basedir`).
+    pub(crate) key: String,
+    /// The resolved value.
+    pub(crate) val: Val,
+    /// Where it was (last) assigned.
+    pub(crate) src: Src,
+}
+
+/// The global context or a conditional block.
+#[derive(Debug, Clone)]
+pub(crate) struct Context {
+    /// Enclosing context (`None` for the global context, index 0).
+    pub(crate) parent: Option<usize>,
+    /// The block's own condition (`None` for the global context and a bare
+    /// `else`).
+    pub(crate) cond: Option<RawCond>,
+    /// Conditions of the earlier blocks of this `else` chain, which must all be
+    /// false for this block to apply.
+    pub(crate) negs: Vec<RawCond>,
+    /// Options set in this block, in order of first assignment.
+    pub(crate) settings: Vec<Setting>,
+    /// Where the block opens.
+    pub(crate) src: Src,
+    /// Line of the closing `}` (same file as `src` when the block is in one file).
+    pub(crate) end_line: u32,
+}
+
+impl Context {
+    /// The setting of `key` in this context only.
+    pub(crate) fn get(&self, key: &str) -> Option<&Setting> {
+        self.settings.iter().find(|s| s.key == key)
+    }
+}
+
+/// A note for the report made while parsing (includes, `include_shell`).
+#[derive(Debug, Clone)]
+pub(crate) struct Note {
+    pub(crate) src: Src,
+    pub(crate) outcome: Outcome,
+    pub(crate) what: String,
+    pub(crate) message: String,
+}
+
+/// The parsed, evaluated configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed {
+    /// Contexts in the order their blocks open; index 0 is the global context.
+    pub(crate) contexts: Vec<Context>,
+    /// Report notes about includes.
+    pub(crate) notes: Vec<Note>,
+    /// Every file read, in order.
+    pub(crate) files: Vec<String>,
+}
+
+/// Parser options.
+#[derive(Debug, Clone)]
+pub(crate) struct ParseOptions {
+    /// The system MIME table read for Debian's `create-mime.conf.pl`
+    /// (normally `/etc/mime.types`).
+    pub(crate) mime_types: PathBuf,
+}
+
+/// Parses the file `path` and everything it includes.
+///
+/// # Errors
+/// [`ImportError`]: the main file cannot be read, a syntax error, an undefined
+/// variable, a type error in `+`, a duplicate assignment in one context, an
+/// include loop.
+pub(crate) fn parse_file(path: &Path, opts: &ParseOptions) -> Result<Parsed, ImportError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ImportError::Io {
+        path: path.to_owned(),
+        source: e,
+    })?;
+    let basedir = path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p.to_owned()
+            }
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    parse_text(&path.display().to_string(), &text, &basedir, opts)
+}
+
+/// Parses `text` as the main file `name` with includes relative to `basedir`.
+///
+/// # Errors
+/// As [`parse_file`].
+pub(crate) fn parse_text(
+    name: &str,
+    text: &str,
+    basedir: &Path,
+    opts: &ParseOptions,
+) -> Result<Parsed, ImportError> {
+    let mut p = Parser {
+        contexts: vec![Context {
+            parent: None,
+            cond: None,
+            negs: Vec::new(),
+            settings: Vec::new(),
+            src: Src::new(name, 1),
+            end_line: 0,
+        }],
+        notes: Vec::new(),
+        basedir: basedir.to_owned(),
+        files: Vec::new(),
+        opts: opts.clone(),
+        depth: 0,
+        undefined: None,
+    };
+    p.parse_source(name, text, 0)?;
+    Ok(Parsed {
+        contexts: p.contexts,
+        notes: p.notes,
+        files: p.files,
+    })
+}
+
+struct Parser {
+    contexts: Vec<Context>,
+    notes: Vec<Note>,
+    basedir: PathBuf,
+    files: Vec<String>,
+    opts: ParseOptions,
+    depth: usize,
+    /// Set when an expression failed on an undefined variable (the statement
+    /// is then dropped with a note instead of failing the import).
+    undefined: Option<String>,
+}
+
+/// A cursor over one file's tokens.
+struct Cursor<'a> {
+    file: &'a str,
+    toks: &'a [Token],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos).map(|t| &t.kind)
+    }
+    fn peek_at(&self, n: usize) -> Option<&Tok> {
+        self.toks.get(self.pos + n).map(|t| &t.kind)
+    }
+    fn line(&self) -> u32 {
+        self.toks
+            .get(self.pos)
+            .or_else(|| self.toks.last())
+            .map_or(1, |t| t.line)
+    }
+    fn src(&self) -> Src {
+        Src::new(self.file, self.line())
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.pos).map(|t| t.kind.clone());
+        self.pos += 1;
+        t
+    }
+    fn err(&self, msg: impl Into<String>) -> ImportError {
+        ImportError::Parse {
+            file: self.file.to_owned(),
+            line: self.line(),
+            message: msg.into(),
+        }
+    }
+    fn expect(&mut self, want: &Tok, what: &str) -> Result<(), ImportError> {
+        match self.peek() {
+            Some(t) if t == want => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(t) => Err(self.err(format!("expected {what}, found {}", show_tok(t)))),
+            None => Err(self.err(format!("expected {what} at the end of the file"))),
+        }
+    }
+    fn skip_eol(&mut self) {
+        while self.peek() == Some(&Tok::Eol) {
+            self.pos += 1;
+        }
+    }
+}
+
+fn show_tok(t: &Tok) -> String {
+    match t {
+        Tok::Str(s) => format!("\"{s}\""),
+        Tok::Int(i) => i.to_string(),
+        Tok::Key(k) => k.clone(),
+        Tok::Cond(c) => format!("${c}"),
+        Tok::LParen => "'('".into(),
+        Tok::RParen => "')'".into(),
+        Tok::LBrace => "'{'".into(),
+        Tok::RBrace => "'}'".into(),
+        Tok::LBracket => "'['".into(),
+        Tok::RBracket => "']'".into(),
+        Tok::Comma => "','".into(),
+        Tok::Arrow => "'=>'".into(),
+        Tok::Assign => "'='".into(),
+        Tok::Append => "'+='".into(),
+        Tok::Force => "':='".into(),
+        Tok::Plus => "'+'".into(),
+        Tok::Eq => "'=='".into(),
+        Tok::Ne => "'!='".into(),
+        Tok::Re => "'=~'".into(),
+        Tok::NotRe => "'!~'".into(),
+        Tok::Prefix => "'=^'".into(),
+        Tok::Suffix => "'=$'".into(),
+        Tok::Eol => "the end of the line".into(),
+    }
+}
+
+fn is_else(t: Option<&Tok>) -> bool {
+    matches!(t, Some(Tok::Key(k)) if matches!(k.as_str(), "else" | "elif" | "elsif" | "elseif"))
+}
+
+/// Whether `s` contains glob metacharacters.
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '[', '{'])
+}
+
+impl Parser {
+    fn parse_source(&mut self, name: &str, text: &str, ctx: usize) -> Result<(), ImportError> {
+        self.files.push(name.to_owned());
+        let toks = tokenize(name, text)?;
+        let mut cur = Cursor {
+            file: name,
+            toks: &toks,
+            pos: 0,
+        };
+        self.parse_block(&mut cur, ctx, true)?;
+        Ok(())
+    }
+
+    /// Parses statements into context `ctx` until `}` (consumed) or, at the top
+    /// of a file, the end of the tokens.
+    fn parse_block(
+        &mut self,
+        cur: &mut Cursor<'_>,
+        ctx: usize,
+        top: bool,
+    ) -> Result<u32, ImportError> {
+        loop {
+            let Some(tok) = cur.peek().cloned() else {
+                if top {
+                    return Ok(cur.line());
+                }
+                return Err(cur.err("missing '}' at the end of the file"));
+            };
+            match tok {
+                Tok::Eol => {
+                    cur.pos += 1;
+                }
+                Tok::RBrace => {
+                    if top {
+                        return Err(cur.err("'}' without a block"));
+                    }
+                    let line = cur.line();
+                    cur.pos += 1;
+                    return Ok(line);
+                }
+                Tok::Key(k) if k == "include" || k == "include_shell" => {
+                    let src = cur.src();
+                    cur.pos += 1;
+                    let v = self.parse_expr(cur, ctx)?;
+                    let Val::Str(arg) = v else {
+                        return Err(cur.err(format!("{k} needs a string")));
+                    };
+                    self.end_statement(cur)?;
+                    if k == "include" {
+                        self.include(&src, &arg, ctx)?;
+                    } else {
+                        self.include_shell(&src, &arg, ctx)?;
+                    }
+                }
+                Tok::Key(k) if k == "global" && cur.peek_at(1) != Some(&Tok::Assign) => {
+                    cur.pos += 1;
+                    cur.skip_eol();
+                    cur.expect(&Tok::LBrace, "'{' after global")?;
+                    if ctx != 0 {
+                        return Err(cur.err("global { } is only allowed at the top level"));
+                    }
+                    self.parse_block(cur, 0, false)?;
+                }
+                Tok::Key(k) if is_else(Some(&Tok::Key(k.clone()))) => {
+                    return Err(cur.err("else without a preceding condition block"));
+                }
+                Tok::Key(k) if k == "if" && matches!(cur.peek_at(1), Some(Tok::Cond(_))) => {
+                    cur.pos += 1;
+                }
+                Tok::Key(_) => self.parse_assignment(cur, ctx)?,
+                Tok::Cond(_) => self.parse_conditional(cur, ctx)?,
+                other => {
+                    return Err(cur.err(format!("unexpected {}", show_tok(&other))));
+                }
+            }
+        }
+    }
+
+    fn end_statement(&mut self, cur: &mut Cursor<'_>) -> Result<(), ImportError> {
+        match cur.peek() {
+            None | Some(Tok::Eol) => {
+                cur.pos += 1;
+                Ok(())
+            }
+            Some(Tok::RBrace) => Ok(()),
+            Some(t) => Err(cur.err(format!(
+                "expected the end of the statement, found {}",
+                show_tok(t)
+            ))),
+        }
+    }
+
+    fn parse_assignment(&mut self, cur: &mut Cursor<'_>, ctx: usize) -> Result<(), ImportError> {
+        let src = cur.src();
+        let Some(Tok::Key(mut key)) = cur.next() else {
+            unreachable!("called on a key")
+        };
+        if !key.contains('.') {
+            key = format!("var.{key}");
+        }
+        if key.starts_with("env.") {
+            return Err(cur.err(format!("{key}: env.* variables cannot be assigned")));
+        }
+        let op = cur.next();
+        self.undefined = None;
+        let val = match self.parse_expr(cur, ctx) {
+            Ok(v) => v,
+            Err(e) => {
+                let Some(var) = self.undefined.take() else {
+                    return Err(e);
+                };
+                // lighttpd refuses this; a fragment imported on its own
+                // (conf.d/*.conf) often uses variables of the main file.
+                while !matches!(cur.peek(), None | Some(Tok::Eol) | Some(Tok::RBrace)) {
+                    cur.pos += 1;
+                }
+                self.note(
+                    &src,
+                    Outcome::Dropped,
+                    &key,
+                    format!("{var} is not defined here (lighttpd refuses this; define it, or import the main file that includes this one)"),
+                );
+                return self.end_statement(cur);
+            }
+        };
+        self.end_statement(cur)?;
+        match op {
+            Some(Tok::Assign) => {
+                if self.contexts[ctx].get(&key).is_some() {
+                    return Err(ImportError::Parse {
+                        file: src.file.clone(),
+                        line: src.line,
+                        message: format!(
+                            "duplicate config variable {key} in one block (lighttpd refuses this; use := to replace)"
+                        ),
+                    });
+                }
+                self.set(ctx, key, val, src);
+            }
+            Some(Tok::Force) => self.set(ctx, key, val, src),
+            Some(Tok::Append) => {
+                let base = self.lookup(ctx, &key).map(|s| s.val.clone());
+                let merged = match base {
+                    Some(b) => merge(b, val).map_err(|m| ImportError::Parse {
+                        file: src.file.clone(),
+                        line: src.line,
+                        message: format!("{key} +=: {m}"),
+                    })?,
+                    None => val,
+                };
+                self.set(ctx, key, merged, src);
+            }
+            Some(t) => {
+                return Err(ImportError::Parse {
+                    file: src.file.clone(),
+                    line: src.line,
+                    message: format!("expected =, += or := after {key}, found {}", show_tok(&t)),
+                })
+            }
+            None => return Err(cur.err(format!("{key}: missing value"))),
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, ctx: usize, key: String, val: Val, src: Src) {
+        let c = &mut self.contexts[ctx];
+        match c.settings.iter_mut().find(|s| s.key == key) {
+            Some(s) => {
+                s.val = val;
+                s.src = src;
+            }
+            None => c.settings.push(Setting { key, val, src }),
+        }
+    }
+
+    /// The nearest setting of `key` in `ctx` or an enclosing context.
+    fn lookup(&self, ctx: usize, key: &str) -> Option<&Setting> {
+        let mut c = Some(ctx);
+        while let Some(i) = c {
+            if let Some(s) = self.contexts[i].get(key) {
+                return Some(s);
+            }
+            c = self.contexts[i].parent;
+        }
+        None
+    }
+
+    fn parse_expr(&mut self, cur: &mut Cursor<'_>, ctx: usize) -> Result<Val, ImportError> {
+        let mut v = self.parse_term(cur, ctx)?;
+        while cur.peek() == Some(&Tok::Plus) {
+            cur.pos += 1;
+            let rhs = self.parse_term(cur, ctx)?;
+            v = merge(v, rhs).map_err(|m| cur.err(m))?;
+        }
+        Ok(v)
+    }
+
+    fn parse_term(&mut self, cur: &mut Cursor<'_>, ctx: usize) -> Result<Val, ImportError> {
+        match cur.next() {
+            Some(Tok::Str(s)) => {
+                if matches!(cur.peek(), Some(Tok::Str(_))) {
+                    return Err(cur.err("two strings side by side: join them with +"));
+                }
+                Ok(Val::Str(s))
+            }
+            Some(Tok::Int(i)) => Ok(Val::Int(i)),
+            Some(Tok::Key(k)) => self.variable(cur, ctx, &k),
+            Some(Tok::LParen) => {
+                let mut items: Vec<(Option<String>, Val)> = Vec::new();
+                loop {
+                    match cur.peek() {
+                        Some(Tok::RParen) => {
+                            cur.pos += 1;
+                            break;
+                        }
+                        Some(Tok::Comma) => {
+                            cur.pos += 1;
+                            continue;
+                        }
+                        None => return Err(cur.err("missing ')'")),
+                        _ => {}
+                    }
+                    let first = self.parse_expr(cur, ctx)?;
+                    if cur.peek() == Some(&Tok::Arrow) {
+                        cur.pos += 1;
+                        let Some(k) = first.as_string() else {
+                            return Err(cur.err("an array key must be a string"));
+                        };
+                        let v = self.parse_expr(cur, ctx)?;
+                        if items
+                            .iter()
+                            .any(|(x, _)| x.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(&k)))
+                        {
+                            return Err(cur.err(format!(
+                                "duplicate array key \"{k}\" (lighttpd: please get rid of the duplicate entry)"
+                            )));
+                        }
+                        items.push((Some(k), v));
+                    } else {
+                        items.push((None, first));
+                    }
+                    match cur.peek() {
+                        Some(Tok::Comma) => cur.pos += 1,
+                        Some(Tok::RParen) => {}
+                        Some(t) => {
+                            return Err(cur.err(format!(
+                                "expected ',' or ')' in an array, found {}",
+                                show_tok(t)
+                            )))
+                        }
+                        None => return Err(cur.err("missing ')'")),
+                    }
+                }
+                Ok(Val::Arr(items))
+            }
+            Some(t) => Err(cur.err(format!("expected a value, found {}", show_tok(&t)))),
+            None => Err(cur.err("expected a value at the end of the file")),
+        }
+    }
+
+    fn variable(&mut self, cur: &Cursor<'_>, ctx: usize, k: &str) -> Result<Val, ImportError> {
+        if let Some(name) = k.strip_prefix("env.") {
+            return std::env::var(name).map(Val::Str).map_err(|_| {
+                self.undefined = Some(k.to_owned());
+                cur.err(format!(
+                    "{k}: the environment variable {name} is not set (lighttpd refuses this)"
+                ))
+            });
+        }
+        let key = if k.contains('.') {
+            k.to_owned()
+        } else {
+            format!("var.{k}")
+        };
+        if let Some(s) = self.lookup(ctx, &key) {
+            return Ok(s.val.clone());
+        }
+        match key.as_str() {
+            "var.CWD" => Ok(Val::Str(
+                std::env::current_dir()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+            )),
+            "var.PID" => Ok(Val::Int(i64::from(std::process::id()))),
+            _ => {
+                self.undefined = Some(k.to_owned());
+                Err(cur.err(format!("{k}: undefined variable")))
+            }
+        }
+    }
+
+    fn parse_conditional(&mut self, cur: &mut Cursor<'_>, ctx: usize) -> Result<(), ImportError> {
+        let mut chain: Vec<RawCond> = Vec::new();
+        let mut cond = Some(self.parse_cond(cur, ctx)?);
+        loop {
+            let src = cond.as_ref().map_or_else(|| cur.src(), |c| c.src.clone());
+            cur.skip_eol();
+            cur.expect(&Tok::LBrace, "'{' after the condition")?;
+            let id = self.contexts.len();
+            self.contexts.push(Context {
+                parent: Some(ctx),
+                cond: cond.clone(),
+                negs: chain.clone(),
+                settings: Vec::new(),
+                src,
+                end_line: 0,
+            });
+            let end = self.parse_block(cur, id, false)?;
+            self.contexts[id].end_line = end;
+            let Some(c) = cond.take() else {
+                // A bare else ends the chain; another else is an error.
+                let save = cur.pos;
+                cur.skip_eol();
+                if is_else(cur.peek()) {
+                    return Err(cur.err("else after a bare else"));
+                }
+                cur.pos = save;
+                return Ok(());
+            };
+            chain.push(c);
+            let save = cur.pos;
+            cur.skip_eol();
+            if !is_else(cur.peek()) {
+                cur.pos = save;
+                return Ok(());
+            }
+            cur.pos += 1;
+            if matches!(cur.peek(), Some(Tok::Key(k)) if k == "if") {
+                cur.pos += 1;
+            }
+            cond = match cur.peek() {
+                Some(Tok::Cond(_)) => Some(self.parse_cond(cur, ctx)?),
+                _ => None,
+            };
+        }
+    }
+
+    fn parse_cond(&mut self, cur: &mut Cursor<'_>, ctx: usize) -> Result<RawCond, ImportError> {
+        let src = cur.src();
+        let Some(Tok::Cond(field)) = cur.next() else {
+            return Err(cur.err("expected a condition such as $HTTP[\"url\"]"));
+        };
+        cur.expect(&Tok::LBracket, "'['")?;
+        let key = match cur.next() {
+            Some(Tok::Str(s)) => s,
+            _ => return Err(cur.err(format!("expected a quoted name in ${field}[…]"))),
+        };
+        cur.expect(&Tok::RBracket, "']'")?;
+        let op = match cur.next() {
+            Some(Tok::Eq) => CondOp::Eq,
+            Some(Tok::Ne) => CondOp::Ne,
+            Some(Tok::Re) => CondOp::Re,
+            Some(Tok::NotRe) => CondOp::NotRe,
+            Some(Tok::Prefix) => CondOp::Prefix,
+            Some(Tok::Suffix) => CondOp::Suffix,
+            _ => return Err(cur.err("expected ==, !=, =~, !~, =^ or =$ in a condition")),
+        };
+        let v = self.parse_expr(cur, ctx)?;
+        let Some(value) = v.as_string() else {
+            return Err(cur.err("a condition compares with a string"));
+        };
+        Ok(RawCond {
+            field,
+            key,
+            op,
+            value,
+            src,
+        })
+    }
+
+    fn note(&mut self, src: &Src, outcome: Outcome, what: &str, message: String) {
+        self.notes.push(Note {
+            src: src.clone(),
+            outcome,
+            what: what.to_owned(),
+            message,
+        });
+    }
+
+    fn include(&mut self, src: &Src, arg: &str, ctx: usize) -> Result<(), ImportError> {
+        let p = Path::new(arg);
+        let full = if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.basedir.join(p)
+        };
+        let files = if is_glob(arg) {
+            let found = glob(&full);
+            if found.is_empty() {
+                self.note(
+                    src,
+                    Outcome::NotNeeded,
+                    &format!("include \"{arg}\""),
+                    "the pattern matches no file (lighttpd accepts this)".into(),
+                );
+            }
+            found
+        } else {
+            vec![full.clone()]
+        };
+        for f in files {
+            let text = match std::fs::read_to_string(&f) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.note(
+                        src,
+                        Outcome::Dropped,
+                        &format!("include \"{arg}\""),
+                        format!(
+                            "{}: {e}; its options are not imported (copy the file to this machine and import again)",
+                            f.display()
+                        ),
+                    );
+                    continue;
+                }
+            };
+            self.include_text(&f.display().to_string(), &text, ctx)?;
+            self.note(
+                src,
+                Outcome::Translated,
+                &format!("include \"{arg}\""),
+                format!("read {}", f.display()),
+            );
+        }
+        Ok(())
+    }
+
+    fn include_text(&mut self, name: &str, text: &str, ctx: usize) -> Result<(), ImportError> {
+        if self.depth >= MAX_INCLUDE_DEPTH {
+            return Err(ImportError::IncludeDepth {
+                file: name.to_owned(),
+                depth: MAX_INCLUDE_DEPTH,
+            });
+        }
+        self.depth += 1;
+        let r = self.parse_source(name, text, ctx);
+        self.depth -= 1;
+        r
+    }
+
+    fn include_shell(&mut self, src: &Src, cmd: &str, ctx: usize) -> Result<(), ImportError> {
+        let what = format!("include_shell \"{cmd}\"");
+        let mut words = cmd.split_whitespace();
+        let prog = words.next().unwrap_or("");
+        let base = prog.rsplit('/').next().unwrap_or(prog);
+        match base {
+            "create-mime.conf.pl" | "create-mime.assign.pl" => {
+                let table = &self.opts.mime_types.clone();
+                match std::fs::read_to_string(table) {
+                    Ok(t) => {
+                        let text = super::mime::create_mime_conf(&t);
+                        self.include_text(&format!("<include_shell {base}>"), &text, ctx)?;
+                        self.note(
+                            src,
+                            Outcome::Translated,
+                            &what,
+                            format!(
+                                "not executed: mimetype.assign built from {} as the Debian helper does",
+                                table.display()
+                            ),
+                        );
+                    }
+                    Err(e) => self.note(
+                        src,
+                        Outcome::Dropped,
+                        &what,
+                        format!(
+                            "{}: {e}; Tessera's built-in MIME types are used instead",
+                            table.display()
+                        ),
+                    ),
+                }
+            }
+            "include-conf-enabled.pl" => {
+                let dir = words.next().unwrap_or("/etc/lighttpd/");
+                let pattern = format!("{}/conf-enabled/*.conf", dir.trim_end_matches('/'));
+                self.note(
+                    src,
+                    Outcome::Translated,
+                    &what,
+                    format!("not executed: read as include \"{pattern}\""),
+                );
+                self.include(src, &pattern, ctx)?;
+            }
+            "use-ipv6.pl" => {
+                let port: u16 = words.next().and_then(|p| p.parse().ok()).unwrap_or(80);
+                let text = if port == 443 {
+                    format!("$SERVER[\"socket\"] == \"[::]:{port}\" {{\nssl.engine = \"enable\"\n}}\n")
+                } else {
+                    format!("$SERVER[\"socket\"] == \"[::]:{port}\" {{ }}\n")
+                };
+                self.note(
+                    src,
+                    Outcome::Translated,
+                    &what,
+                    format!("not executed: read as $SERVER[\"socket\"] == \"[::]:{port}\" (an IPv6 listener)"),
+                );
+                self.include_text(&format!("<include_shell {base} {port}>"), &text, ctx)?;
+            }
+            _ => self.note(
+                src,
+                Outcome::Dropped,
+                &what,
+                "not executed (the importer never runs commands): run it yourself and include its output with include \"FILE\", then import again".into(),
+            ),
+        }
+        Ok(())
+    }
+}
+
+/// lighttpd's `+`: string + string or integer concatenates, integer + integer
+/// adds, array + array appends (a keyed entry whose key is already present is
+/// an error unless the values are equal).
+fn merge(a: Val, b: Val) -> Result<Val, String> {
+    Ok(match (a, b) {
+        (Val::Str(x), Val::Str(y)) => Val::Str(x + &y),
+        (Val::Str(x), Val::Int(y)) => Val::Str(format!("{x}{y}")),
+        (Val::Int(x), Val::Str(y)) => Val::Str(format!("{x}{y}")),
+        (Val::Int(x), Val::Int(y)) => Val::Int(x.saturating_add(y)),
+        (Val::Arr(mut x), Val::Arr(y)) => {
+            for (k, v) in y {
+                if let Some(k) = &k {
+                    if let Some((_, old)) = x
+                        .iter()
+                        .find(|(ok, _)| ok.as_deref().is_some_and(|ok| ok.eq_ignore_ascii_case(k)))
+                    {
+                        if *old == v {
+                            continue;
+                        }
+                        return Err(format!(
+                            "duplicate key \"{k}\" with a different value (lighttpd refuses this)"
+                        ));
+                    }
+                }
+                x.push((k, v));
+            }
+            Val::Arr(x)
+        }
+        (Val::Arr(_), _) | (_, Val::Arr(_)) => {
+            return Err("cannot add an array and a string or integer".into())
+        }
+    })
+}
+
+/// Expands a glob (`*`, `?`, `[…]`, `{a,b}` in any component), sorted like
+/// glob(3); no match gives an empty list.
+pub(crate) fn glob(pattern: &Path) -> Vec<PathBuf> {
+    let s = pattern.display().to_string();
+    let mut out = Vec::new();
+    for alt in expand_braces(&s) {
+        let comps: Vec<&str> = alt.split('/').collect();
+        let start = if alt.starts_with('/') {
+            PathBuf::from("/")
+        } else {
+            PathBuf::from(".")
+        };
+        let mut cur = vec![start];
+        for (i, c) in comps.iter().enumerate() {
+            if c.is_empty() {
+                continue;
+            }
+            let last = i == comps.len() - 1;
+            let mut next = Vec::new();
+            for dir in &cur {
+                if is_glob(c) {
+                    let Ok(rd) = std::fs::read_dir(dir) else {
+                        continue;
+                    };
+                    let mut names: Vec<String> = rd
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| (!n.starts_with('.') || c.starts_with('.')) && wild(c, n))
+                        .collect();
+                    names.sort();
+                    for n in names {
+                        let p = dir.join(&n);
+                        if last || p.is_dir() {
+                            next.push(p);
+                        }
+                    }
+                } else {
+                    let p = dir.join(c);
+                    if p.exists() {
+                        next.push(p);
+                    }
+                }
+            }
+            cur = next;
+        }
+        for p in cur {
+            let p = p.strip_prefix("./").map(Path::to_owned).unwrap_or(p);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// `a{b,c}d` -> `abd`, `acd` (GLOB_BRACE).
+fn expand_braces(s: &str) -> Vec<String> {
+    let Some(open) = s.find('{') else {
+        return vec![s.to_owned()];
+    };
+    let mut depth = 0;
+    let mut close = None;
+    for (i, c) in s[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some(close) = close else {
+        return vec![s.to_owned()];
+    };
+    let inner = &s[open + 1..close];
+    let mut parts = Vec::new();
+    let mut d = 0;
+    let mut last = 0;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => d += 1,
+            '}' => d -= 1,
+            ',' if d == 0 => {
+                parts.push(&inner[last..i]);
+                last = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[last..]);
+    let mut out = Vec::new();
+    for p in parts {
+        for rest in expand_braces(&format!("{}{}{}", &s[..open], p, &s[close + 1..])) {
+            out.push(rest);
+        }
+    }
+    out
+}
+
+/// fnmatch(3) without flags: `*`, `?`, `[abc]`, `[a-z]`, `[!x]`.
+fn wild(pat: &str, name: &str) -> bool {
+    let p: Vec<char> = pat.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    fn go(p: &[char], n: &[char]) -> bool {
+        match p.first() {
+            None => n.is_empty(),
+            Some('*') => (0..=n.len()).any(|i| go(&p[1..], &n[i..])),
+            Some('?') => !n.is_empty() && go(&p[1..], &n[1..]),
+            Some('[') => {
+                let Some(end) = p.iter().skip(2).position(|&c| c == ']').map(|e| e + 2) else {
+                    return !n.is_empty() && n[0] == '[' && go(&p[1..], &n[1..]);
+                };
+                let Some(&c) = n.first() else { return false };
+                let mut set = &p[1..end];
+                let neg = matches!(set.first(), Some('!' | '^'));
+                if neg {
+                    set = &set[1..];
+                }
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == '-' {
+                        hit |= set[i] <= c && c <= set[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= set[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != neg && go(&p[end + 1..], &n[1..])
+            }
+            Some(&c) => n.first() == Some(&c) && go(&p[1..], &n[1..]),
+        }
+    }
+    go(&p, &n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> ParseOptions {
+        ParseOptions {
+            mime_types: PathBuf::from("/nonexistent/mime.types"),
+        }
+    }
+
+    fn parse(s: &str) -> Parsed {
+        parse_text("t.conf", s, Path::new("/nonexistent"), &opts()).unwrap()
+    }
+
+    fn get<'a>(p: &'a Parsed, ctx: usize, key: &str) -> &'a Val {
+        &p.contexts[ctx].get(key).unwrap().val
+    }
+
+    #[test]
+    fn variables_and_concatenation() {
+        let p = parse(
+            "var.root = \"/srv\"\nname = \"www\"\nserver.document-root = root + \"/\" + name + \"/\" + 80\nx = 1 + 2\n",
+        );
+        assert_eq!(
+            get(&p, 0, "server.document-root"),
+            &Val::Str("/srv/www/80".into())
+        );
+        assert_eq!(get(&p, 0, "var.x"), &Val::Int(3));
+        // An undefined variable drops the statement with a note.
+        let p = parse("a.b = nope + \"x\"\nc.d = 1\n");
+        assert!(p.contexts[0].get("a.b").is_none());
+        assert_eq!(get(&p, 0, "c.d"), &Val::Int(1));
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.outcome == Outcome::Dropped && n.message.contains("nope")));
+        // In a condition it is an error naming file and line.
+        let e = parse_text(
+            "t.conf",
+            "$HTTP[\"host\"] == nope { }\n",
+            Path::new("/"),
+            &opts(),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "t.conf:1: nope: undefined variable");
+    }
+
+    #[test]
+    fn env_variables() {
+        std::env::set_var("TESSERA_IMPORT_TEST_ENV", "/from/env");
+        let p = parse("server.document-root = env.TESSERA_IMPORT_TEST_ENV + \"/x\"\n");
+        assert_eq!(
+            get(&p, 0, "server.document-root"),
+            &Val::Str("/from/env/x".into())
+        );
+        let p = parse("a.b = env.TESSERA_NO_SUCH_VAR_X\n");
+        assert!(p.contexts[0].get("a.b").is_none());
+    }
+
+    #[test]
+    fn append_in_nested_blocks_copies_the_enclosing_value() {
+        let p = parse(
+            r#"
+setenv.add-response-header = ( "X-Global" => "1" )
+$HTTP["host"] == "a.example" {
+  setenv.add-response-header += ( "X-Site" => "a" )
+  $HTTP["url"] =^ "/img/" {
+    setenv.add-response-header += ( "X-Img" => "1" )
+  }
+}
+setenv.add-response-header += ( "X-Late" => "1" )
+index-file.names += ( "index.html" )
+"#,
+        );
+        let pairs = |c| get(&p, c, "setenv.add-response-header").as_pairs();
+        assert_eq!(
+            pairs(0),
+            vec![
+                ("X-Global".into(), "1".into()),
+                ("X-Late".into(), "1".into())
+            ]
+        );
+        // The block copied the global value as it stood when it was parsed.
+        assert_eq!(
+            pairs(1),
+            vec![
+                ("X-Global".into(), "1".into()),
+                ("X-Site".into(), "a".into())
+            ]
+        );
+        assert_eq!(pairs(2).len(), 3);
+        assert_eq!(get(&p, 0, "index-file.names").as_list(), vec!["index.html"]);
+        assert_eq!(p.contexts[2].parent, Some(1));
+    }
+
+    #[test]
+    fn duplicate_assignment_and_force() {
+        assert!(parse_text("t", "a.b = 1\na.b = 2\n", Path::new("/"), &opts()).is_err());
+        let p = parse("a.b = 1\na.b := 2\n");
+        assert_eq!(get(&p, 0, "a.b"), &Val::Int(2));
+        assert!(parse_text(
+            "t",
+            "a.b = (\"x\" => 1, \"X\" => 2)\n",
+            Path::new("/"),
+            &opts()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn else_chains() {
+        let p = parse(
+            r#"
+$HTTP["url"] =^ "/a/" { a.x = 1 }
+else $HTTP["url"] =~ "^/b/(.*)" { a.x = 2 }
+elseif $HTTP["url"] =$ ".c" { a.x = 3 }
+else { a.x = 4 }
+$HTTP["host"] == "h" { a.x = 5 } else if $HTTP["host"] != "i" { a.x = 6 }
+"#,
+        );
+        assert_eq!(p.contexts.len(), 7);
+        assert_eq!(p.contexts[2].negs.len(), 1);
+        assert_eq!(p.contexts[2].cond.as_ref().unwrap().op, CondOp::Re);
+        assert_eq!(p.contexts[2].cond.as_ref().unwrap().value, "^/b/(.*)");
+        assert_eq!(p.contexts[3].negs.len(), 2);
+        assert!(p.contexts[4].cond.is_none());
+        assert_eq!(p.contexts[4].negs.len(), 3);
+        assert_eq!(p.contexts[6].negs[0].value, "h");
+        assert_eq!(p.contexts[6].cond.as_ref().unwrap().op, CondOp::Ne);
+        assert!(parse_text(
+            "t",
+            "$HTTP[\"url\"] == \"/\" { }\nelse { }\nelse { }\n",
+            Path::new("/"),
+            &opts()
+        )
+        .is_err());
+        assert!(parse_text("t", "else { }\n", Path::new("/"), &opts()).is_err());
+    }
+
+    #[test]
+    fn includes_are_relative_to_the_main_file_and_globbed() {
+        let dir = std::env::temp_dir().join(format!("tessera-import-inc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("conf.d/sub")).unwrap();
+        std::fs::write(dir.join("conf.d/20-b.conf"), "b.x = base + \"/b\"\n").unwrap();
+        std::fs::write(
+            dir.join("conf.d/10-a.conf"),
+            "a.x = 1\ninclude \"conf.d/sub/x.conf\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("conf.d/sub/x.conf"), "c.x = \"inner\"\n").unwrap();
+        std::fs::write(
+            dir.join("main.conf"),
+            "var.base = \"/srv\"\ninclude \"conf.d/*.conf\"\ninclude \"none/*.conf\"\n$HTTP[\"host\"] == \"h\" {\n include \"conf.d/2{0,9}-b.conf\"\n}\n",
+        )
+        .unwrap();
+        let p = parse_file(&dir.join("main.conf"), &opts()).unwrap();
+        assert_eq!(get(&p, 0, "a.x"), &Val::Int(1));
+        assert_eq!(get(&p, 0, "c.x"), &Val::Str("inner".into()));
+        assert_eq!(get(&p, 0, "b.x"), &Val::Str("/srv/b".into()));
+        // The include inside the block puts its options in the block.
+        assert_eq!(get(&p, 1, "b.x"), &Val::Str("/srv/b".into()));
+        let order: Vec<&str> = p
+            .files
+            .iter()
+            .map(|f| f.rsplit('/').next().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            ["main.conf", "10-a.conf", "x.conf", "20-b.conf", "20-b.conf"]
+        );
+        // A missing literal include is reported, not fatal.
+        std::fs::write(dir.join("m2.conf"), "include \"missing.conf\"\n").unwrap();
+        let p = parse_file(&dir.join("m2.conf"), &opts()).unwrap();
+        assert!(p.notes.iter().any(|n| n.outcome == Outcome::Dropped));
+        // An include loop is an error, not a stack overflow.
+        std::fs::write(dir.join("loop.conf"), "include \"loop.conf\"\n").unwrap();
+        assert!(matches!(
+            parse_file(&dir.join("loop.conf"), &opts()),
+            Err(ImportError::IncludeDepth { .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn include_shell_helpers() {
+        let p = parse(
+            "server.port = 8080\ninclude_shell \"/usr/share/lighttpd/use-ipv6.pl \" + server.port\ninclude_shell \"cat external.conf\"\n",
+        );
+        let c = p.contexts[1].cond.as_ref().unwrap();
+        assert_eq!((c.key.as_str(), c.value.as_str()), ("socket", "[::]:8080"));
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.outcome == Outcome::Dropped && n.what.contains("cat external.conf")));
+    }
+
+    #[test]
+    fn glob_patterns() {
+        assert!(wild("*.conf", "10-a.conf"));
+        assert!(!wild("*.conf", "10-a.conf~"));
+        assert!(wild("[0-9]?-*", "10-x"));
+        assert!(!wild("[!1]*", "10"));
+        assert_eq!(expand_braces("a{b,c}d"), vec!["abd", "acd"]);
+    }
+}

@@ -1,0 +1,497 @@
+//! Every configuration in `shared/legacy-configs` (beside the repository)
+//! imports with a report and without a panic, and the important outcomes are
+//! checked file by file: vhosts, document roots, headers, expiry rules, log
+//! formats, listeners, and what the report says about the rest.
+#![allow(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use tessera_import::{import, Imported, Options, Outcome, Source};
+use toml::Value;
+
+fn legacy() -> PathBuf {
+    let d = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/legacy-configs"
+    ));
+    assert!(
+        d.is_dir(),
+        "{} is missing: the legacy configurations are test data (shared/ beside the clone)",
+        d.display()
+    );
+    d
+}
+
+struct Out {
+    imported: Imported,
+    toml: toml::Table,
+}
+
+impl Out {
+    fn vhosts(&self) -> &Vec<Value> {
+        self.toml["vhost"].as_array().unwrap()
+    }
+    fn vhost(&self, i: usize) -> &toml::Table {
+        self.vhosts()[i].as_table().unwrap()
+    }
+    fn default_vhost(&self) -> &toml::Table {
+        self.vhosts()
+            .iter()
+            .map(|v| v.as_table().unwrap())
+            .find(|v| v.get("default").and_then(Value::as_bool) == Some(true))
+            .expect("a default vhost")
+    }
+    fn listen(&self) -> Vec<&str> {
+        self.toml["server"]["listen"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect()
+    }
+    fn rules<'a>(&self, v: &'a toml::Table) -> Vec<&'a toml::Table> {
+        v.get("rule")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(|r| r.as_table().unwrap()).collect())
+            .unwrap_or_default()
+    }
+    fn has(&self, outcome: Outcome, needle: &str) -> bool {
+        self.imported
+            .report
+            .find(needle)
+            .any(|e| e.outcome == outcome)
+    }
+}
+
+fn run(source: Source, rel: &str) -> Out {
+    let path = legacy().join(rel);
+    let imported =
+        import(source, &path, &Options::default()).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let toml: toml::Table = toml::from_str(&imported.toml)
+        .unwrap_or_else(|e| panic!("{rel}: the output is not TOML: {e}\n{}", imported.toml));
+    assert!(!imported.report.entries.is_empty(), "{rel}: empty report");
+    Out { imported, toml }
+}
+
+fn l(rel: &str) -> Out {
+    run(Source::Lighttpd, &format!("lighttpd/{rel}"))
+}
+
+fn c(rel: &str) -> Out {
+    run(Source::Cherokee, &format!("cherokee/{rel}"))
+}
+
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn every_file_imports_or_fails_cleanly() {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&legacy(), &mut files);
+    files.sort();
+    assert!(files.len() > 40);
+    for f in files {
+        let source = if f.to_string_lossy().contains("/cherokee/") {
+            Source::Cherokee
+        } else {
+            Source::Lighttpd
+        };
+        let r = import(source, &f, &Options::default());
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("README") {
+            let e = r.expect_err("a README is not a configuration");
+            assert!(
+                e.to_string().starts_with(&format!("{}:", f.display())),
+                "{e}"
+            );
+            continue;
+        }
+        let i = r.unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let t: toml::Table = toml::from_str(&i.toml).unwrap();
+        assert!(!t["vhost"].as_array().unwrap().is_empty());
+        assert!(i.report.to_string().contains("summary: "));
+        assert!(i.exit_code() <= 1);
+    }
+}
+
+#[test]
+fn debian_default() {
+    let o = l("debian-1.4.69/lighttpd.conf");
+    // use-ipv6.pl's [::]:80 takes IPv4 too, so 0.0.0.0:80 is left out.
+    assert_eq!(o.listen(), vec!["[::]:80"]);
+    assert_eq!(o.vhosts().len(), 1);
+    let v = o.default_vhost();
+    assert_eq!(v["document-root"].as_str(), Some("/var/www/html"));
+    // The file includes /etc/lighttpd/conf-enabled/*.conf of this machine,
+    // which may add modules (99-unconfigured adds an index file).
+    let mods = strs(&v["modules"]);
+    assert!(
+        mods.contains(&"access") && mods.contains(&"static-file"),
+        "{mods:?}"
+    );
+    assert_eq!(
+        strs(&v["static-file"]["index-files"])[..2],
+        ["index.php", "index.html"]
+    );
+    assert_eq!(
+        strs(&v["static-file"]["exclude-extensions"]),
+        vec!["php", "pl", "fcgi"]
+    );
+    assert_eq!(strs(&v["access"]["deny-suffixes"]), vec!["~", ".inc"]);
+    assert!(o.has(Outcome::NotNeeded, "server.username"));
+    assert!(o.has(Outcome::NotNeeded, "server.http-parseopts"));
+    assert!(o.imported.report.find("create-mime.conf.pl").count() == 1);
+    if Path::new("/etc/mime.types").exists() {
+        // lighttpd's text/html has no charset, Tessera's built-in one has.
+        let m = v["static-file"]["mime-types"].as_table().unwrap();
+        assert_eq!(m["html"].as_str(), Some("text/html"));
+        assert!(!m.contains_key("png"), "png is the same in both tables");
+    }
+}
+
+#[test]
+fn debian_fragments() {
+    let o = l("debian-1.4.69/conf-available/90-debian-doc.conf");
+    let v = o.default_vhost();
+    let rules = o.rules(v);
+    assert_eq!(rules.len(), 1);
+    let m = rules[0]["match"]["all"].as_array().unwrap();
+    assert_eq!(m[0]["path-regex"].as_str(), Some("^/doc/|^/images/"));
+    assert_eq!(strs(&m[1]["client"]), vec!["127.0.0.1", "::1"]);
+    assert!(rules[0].contains_key("dir-listing"));
+    assert!(o.has(Outcome::Dropped, "alias.url"));
+    assert!(o.has(Outcome::Dropped, "cgi.assign"));
+
+    let o = l("debian-1.4.69/conf-available/10-no-www.conf");
+    assert_eq!(o.vhosts().len(), 2);
+    assert_eq!(strs(&o.vhost(1)["server-names"]), vec!["~^www\\.(.*)"]);
+    // The fragment does not load mod_redirect, so lighttpd ignores it.
+    assert!(o.has(Outcome::Dropped, "mod_redirect is not in server.modules"));
+    // With mod_redirect loaded, %1 (a capture of the host test) cannot be kept.
+    let text = format!(
+        "server.modules = ( \"mod_redirect\" )\n{}",
+        std::fs::read_to_string(
+            legacy().join("lighttpd/debian-1.4.69/conf-available/10-no-www.conf")
+        )
+        .unwrap()
+    );
+    let i = tessera_import::import_text(
+        Source::Lighttpd,
+        "no-www.conf",
+        &text,
+        Path::new("/"),
+        &Options::default(),
+    )
+    .unwrap();
+    assert!(i.report.find("%N refers to captures of a host").count() == 1);
+
+    let o = l("debian-1.4.69/conf-available/10-ssl.conf");
+    assert_eq!(o.listen(), vec!["0.0.0.0:80"]);
+    assert!(o.has(Outcome::Dropped, "TLS listener"));
+    assert!(o.has(Outcome::Dropped, "ssl.pemfile"));
+
+    let o = l("debian-1.4.69/conf-available/10-accesslog.conf");
+    let al = &o.default_vhost()["access-log"];
+    assert_eq!(al["path"].as_str(), Some("/var/log/lighttpd/access.log"));
+    assert_eq!(
+        al["format"].as_str(),
+        Some(r#"%h %V %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#)
+    );
+
+    let o = l("debian-1.4.69/conf-available/10-dir-listing.conf");
+    assert!(o.default_vhost().contains_key("dir-listing"));
+    assert!(o.has(Outcome::Translated, "server.dir-listing"));
+
+    let o = l("debian-1.4.69/conf-available/20-deflate.conf");
+    let cmp = &o.default_vhost()["compress"];
+    assert_eq!(
+        strs(&cmp["mime-types"]),
+        vec![
+            "application/javascript",
+            "text/css",
+            "text/html",
+            "text/plain"
+        ]
+    );
+    assert!(o.has(Outcome::Approximated, "deflate.cache-dir"));
+
+    let o = l("debian-1.4.69/conf-available/99-unconfigured.conf");
+    assert_eq!(
+        strs(&o.default_vhost()["static-file"]["index-files"]),
+        vec!["index.php", "index.html", "index.lighttpd.html"]
+    );
+
+    let o = l("debian-1.4.69/conf-available/10-simple-vhost.conf");
+    assert!(o.has(Outcome::Dropped, "simple-vhost.server-root"));
+    let o = l("debian-1.4.69/conf-available/15-fastcgi-php.conf");
+    assert!(o.has(Outcome::Dropped, "fastcgi.server"));
+}
+
+#[test]
+fn pihole() {
+    let o = l("pihole/lighttpd.conf.debian");
+    let v = o.default_vhost();
+    assert_eq!(v["document-root"].as_str(), Some("/var/www/html"));
+    assert_eq!(
+        v["expires"]["url"]["/"].as_str(),
+        Some("access plus 0 seconds")
+    );
+    assert_eq!(
+        v["expires"]["existing-cache-control"].as_str(),
+        Some("keep")
+    );
+    assert_eq!(v["access-log"]["format"].as_str(), Some("%t|%V|%r|%>s|%b"));
+    assert_eq!(
+        v["access-log"]["path"].as_str(),
+        Some("/var/log/lighttpd/access-pihole.log")
+    );
+    assert!(o.has(Outcome::Approximated, "%{%s}t becomes %t"));
+    // mod_expire comes before mod_setenv in server.modules.
+    let mods = strs(&v["modules"]);
+    let pos = |m| mods.iter().position(|x| *x == m).unwrap();
+    assert!(pos("expires") < pos("headers"));
+    let rules = o.rules(v);
+    // The nested referer block replaces the /admin/ list (lighttpd's merge):
+    // it comes first, with only its own header.
+    let referer = rules
+        .iter()
+        .position(|r| r["match"].to_string().contains("Referer"))
+        .unwrap();
+    let admin = rules
+        .iter()
+        .position(|r| r["match"].get("path-regex").and_then(Value::as_str) == Some("^/admin/"))
+        .unwrap();
+    assert!(referer < admin);
+    assert_eq!(
+        rules[referer]["headers"]["add"].as_table().unwrap().len(),
+        1
+    );
+    assert_eq!(
+        rules[admin]["headers"]["add"]["X-Frame-Options"].as_str(),
+        Some("DENY")
+    );
+    let dot = rules
+        .iter()
+        .find(|r| r["match"].get("path-regex").and_then(Value::as_str) == Some(r"^/admin/\.(.*)"))
+        .unwrap();
+    assert_eq!(strs(&dot["access"]["deny-suffixes"]), vec![""]);
+    assert!(o.has(Outcome::Dropped, "cat external.conf"));
+    assert!(o.has(Outcome::Dropped, "server.error-handler-404"));
+
+    let o = l("pihole/pihole-admin.conf");
+    assert_eq!(o.vhosts().len(), 2);
+    let pi = o.vhost(1);
+    assert_eq!(strs(&pi["server-names"]), vec!["pi.hole"]);
+    let r0 = o.rules(pi)[0];
+    assert_eq!(r0["match"]["path-regex"].as_str(), Some("^/$"));
+    assert_eq!(
+        r0["redirect"]["rules"][0]["target"].as_str(),
+        Some("/admin/")
+    );
+    let log_rule = o
+        .rules(o.default_vhost())
+        .into_iter()
+        .find(|r| r.contains_key("access-log"))
+        .unwrap();
+    assert_eq!(log_rule["match"]["path-regex"].as_str(), Some("^/admin/"));
+    assert_eq!(
+        log_rule["access-log"]["format"].as_str(),
+        Some("%t|%h|%V|%r|%>s|%b")
+    );
+    assert!(o.has(Outcome::Dropped, "fastcgi.server"));
+
+    let o = l("pihole/lighttpd.conf-2016");
+    let v = o.default_vhost();
+    let rules = o.rules(v);
+    // PCRE look-ahead is kept (fancy-regex).
+    assert_eq!(
+        rules[0]["match"]["path-regex"].as_str(),
+        Some("^(?!/admin)/.*")
+    );
+    assert_eq!(
+        strs(&v["compress"]["mime-types"]),
+        vec![
+            "application/javascript",
+            "text/css",
+            "text/html",
+            "text/plain"
+        ]
+    );
+    assert_eq!(
+        v["error-pages"]["pages"]["404"].as_str(),
+        Some("pihole/index.html")
+    );
+    assert!(o.has(Outcome::Dropped, "the target must start with '/'"));
+    assert!(o.has(Outcome::Translated, "include-conf-enabled.pl"));
+}
+
+#[test]
+fn upstream_lighttpd() {
+    let o = l("upstream/lighttpd.annotated.conf");
+    let v = o.default_vhost();
+    assert_eq!(v["document-root"].as_str(), Some("/srv/www/htdocs"));
+    assert_eq!(
+        strs(&v["static-file"]["index-files"]),
+        vec![
+            "index.xhtml",
+            "index.html",
+            "index.htm",
+            "default.htm",
+            "index.php"
+        ]
+    );
+    assert_eq!(
+        strs(&v["static-file"]["exclude-extensions"]),
+        vec!["php", "pl", "fcgi", "scgi"]
+    );
+    // modules.conf is included from /etc/lighttpd (absent here): mod_access is
+    // not loaded, so lighttpd would ignore url.access-deny too.
+    assert!(o.has(Outcome::Dropped, "/etc/lighttpd/modules.conf"));
+    assert!(o.has(Outcome::Dropped, "mod_access is not in server.modules"));
+    assert!(o.has(Outcome::NotNeeded, "server.max-fds"));
+
+    let o = l("upstream/conf.d/mime.conf");
+    let m = o.default_vhost()["static-file"]["mime-types"]
+        .as_table()
+        .unwrap();
+    assert!(m.contains_key("html"));
+    assert!(o.has(Outcome::Approximated, ".tar.gz"));
+
+    let o = l("upstream/conf.d/access_log.conf");
+    assert!(o.has(Outcome::Dropped, "log_root is not defined"));
+
+    let o = l("upstream/conf.d/deflate.conf");
+    assert_eq!(
+        strs(&o.default_vhost()["compress"]["encodings"]),
+        vec!["br", "gzip"]
+    );
+    assert!(o.has(Outcome::Approximated, "deflate not produced"));
+
+    let o = l("upstream/conf.d/dirlisting.conf");
+    assert!(o.has(Outcome::Dropped, "dir-listing.exclude"));
+}
+
+#[test]
+fn cherokee_sample() {
+    let o = c("upstream/cherokee.conf.sample.pre");
+    assert_eq!(o.listen(), vec!["0.0.0.0:80"]);
+    assert_eq!(o.vhosts().len(), 1);
+    let v = o.default_vhost();
+    assert_eq!(v["document-root"].as_str(), Some("/var/www"));
+    assert!(o.has(Outcome::Approximated, "%wwwroot% becomes /var/www"));
+    let rules = o.rules(v);
+    // Everything but /about and /cgi-bin (unsupported handlers) is served.
+    let sf = rules
+        .iter()
+        .find(|r| r.contains_key("static-file"))
+        .unwrap();
+    assert_eq!(strs(&sf["static-file"]["index-files"]), vec!["index.html"]);
+    let lst = rules
+        .iter()
+        .find(|r| r.contains_key("dir-listing"))
+        .unwrap();
+    let excluded = lst["match"].to_string();
+    assert!(excluded.contains("cherokee_icons") && excluded.contains("cherokee_themes"));
+    let about = rules.iter().find(|r| r.contains_key("compress")).unwrap();
+    assert_eq!(strs(&about["compress"]["encodings"]), vec!["gzip"]);
+    // The logger lives on every rule that serves (not undone by final).
+    let logged = rules.iter().any(|r| r.contains_key("access-log")) || v.contains_key("access-log");
+    assert!(logged);
+    assert!(o.has(Outcome::NotNeeded, "buffsize"));
+    assert!(o.has(Outcome::Dropped, "\"server_info\" handler"));
+
+    let o = c("upstream/performance.conf.sample.pre");
+    let v = o.default_vhost();
+    assert!(v.contains_key("static-file"));
+    assert!(!v.contains_key("dir-listing"));
+}
+
+#[test]
+fn cherokee_ctk_and_sahana() {
+    let o = c("upstream/ctk-tests-cherokee.conf.orig");
+    assert_eq!(o.listen(), vec!["0.0.0.0:9091"]);
+    let v = o.default_vhost();
+    let exp = o
+        .rules(v)
+        .into_iter()
+        .find(|r| r.get("expires").and_then(|e| e.get("url")).is_some())
+        .unwrap();
+    assert_eq!(
+        exp["expires"]["url"]["/"].as_str(),
+        Some("access plus 1 hours")
+    );
+    assert!(exp["match"]["path-regex"]
+        .as_str()
+        .unwrap()
+        .contains("favicon"));
+    assert!(o.has(Outcome::Dropped, "\"scgi\" handler"));
+    assert!(o.has(Outcome::Dropped, "/var/www/static is not used"));
+
+    let o = c("sahana-eden/cherokee.conf");
+    // vserver 30 matches every host (domain *): the default; 20 and 10 are
+    // unreachable.
+    assert_eq!(o.vhosts().len(), 1);
+    assert!(o.has(Outcome::Dropped, "vserver!20 (\"maintenance\")"));
+    assert!(o.has(Outcome::Dropped, "vserver!10 (\"default\")"));
+    let v = o.default_vhost();
+    assert_eq!(v["document-root"].as_str(), Some("/var/www"));
+    assert_eq!(
+        v["error-pages"]["pages"]["503"].as_str(),
+        Some("maintenance.html")
+    );
+    let rules = o.rules(v);
+    let img = rules
+        .iter()
+        .find(|r| r["match"].to_string().contains("img"))
+        .unwrap();
+    assert_eq!(
+        img["expires"]["url"]["/"].as_str(),
+        Some("access plus 1 weeks")
+    );
+    assert_eq!(
+        img["headers"]["set"]["Cache-Control"].as_str(),
+        Some("public")
+    );
+    assert_eq!(strs(&img["compress"]["encodings"]), Vec::<&str>::new());
+    let maint = rules
+        .iter()
+        .find(|r| r["match"].to_string().contains("maintenance"))
+        .unwrap();
+    assert_eq!(
+        maint["headers"]["set"]["Expires"].as_str(),
+        Some("Tue, 01 Jan 1970 00:00:01 GMT")
+    );
+    assert_eq!(
+        maint["headers"]["set"]["Cache-Control"].as_str(),
+        Some("public, must-revalidate, proxy-revalidate")
+    );
+    // Rule 300 (/eden/static/) is final: the default rule's dir listing never
+    // applies below it, and its priority puts it after rule 400 (img).
+    let pos = |needle: &str| {
+        rules
+            .iter()
+            .position(|r| r["match"].to_string().contains(needle))
+            .unwrap()
+    };
+    assert!(pos("img") < pos("^/eden/static(/|$)"));
+    assert_eq!(v["access-log"]["format"].as_str(), Some("combined"));
+    assert_eq!(
+        v["access-log"]["path"].as_str(),
+        Some("/var/log/cherokee/cherokee.access")
+    );
+}
