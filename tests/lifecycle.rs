@@ -46,7 +46,9 @@ impl KeepAlive {
     /// GET `path`; returns (status, headers, body) or an error text.
     fn get(&mut self, path: &str) -> Result<(u16, Vec<(String, String)>, Vec<u8>), String> {
         let req = format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n");
-        self.w.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+        self.w
+            .write_all(req.as_bytes())
+            .map_err(|e| e.to_string())?;
         let mut line = String::new();
         self.r.read_line(&mut line).map_err(|e| e.to_string())?;
         let status: u16 = line
@@ -80,8 +82,10 @@ fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
     h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-const GEN1: &str = "modules = [\"headers\", \"static-file\"]\n[vhost.headers]\nset = { \"X-Gen\" = \"1\" }\n";
-const GEN2: &str = "modules = [\"headers\", \"static-file\"]\n[vhost.headers]\nset = { \"X-Gen\" = \"2\" }\n";
+const GEN1: &str =
+    "modules = [\"headers\", \"static-file\"]\n[vhost.headers]\nset = { \"X-Gen\" = \"1\" }\n";
+const GEN2: &str =
+    "modules = [\"headers\", \"static-file\"]\n[vhost.headers]\nset = { \"X-Gen\" = \"2\" }\n";
 
 #[test]
 fn reload_under_load_drops_nothing() {
@@ -98,9 +102,13 @@ fn reload_under_load_drops_nothing() {
                     let mut c = KeepAlive::new(addr);
                     let (mut n, mut bad, mut new) = (0u32, Vec::new(), false);
                     // Bounded: at most 20,000 requests per client.
-                    while n < 20_000 && !(stop.load(std::sync::atomic::Ordering::Relaxed) && new && n >= 1000) {
+                    while n < 20_000
+                        && !(stop.load(std::sync::atomic::Ordering::Relaxed) && new && n >= 1000)
+                    {
                         match c.get("/ten.txt") {
-                            Ok((200, h, b)) if b == b"0123456789" => new |= header(&h, "x-gen") == Some("2"),
+                            Ok((200, h, b)) if b == b"0123456789" => {
+                                new |= header(&h, "x-gen") == Some("2")
+                            }
                             other => bad.push(format!("{other:?}")),
                         }
                         n += 1;
@@ -136,10 +144,22 @@ fn reload_under_load_drops_nothing() {
         }
         (total, failures, all_new)
     });
-    assert!(failures.is_empty(), "{} failed of {total}: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} failed of {total}: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
     assert!(total >= 4000, "only {total} requests");
-    assert!(saw_new, "a keep-alive connection opened before the reload never saw the new configuration");
-    assert!(s.stderr().contains("configuration reloaded"), "{}", s.stderr());
+    assert!(
+        saw_new,
+        "a keep-alive connection opened before the reload never saw the new configuration"
+    );
+    assert!(
+        s.stderr().contains("configuration reloaded"),
+        "{}",
+        s.stderr()
+    );
 }
 
 #[test]
@@ -147,7 +167,11 @@ fn broken_reload_keeps_the_old_configuration() {
     let s = Server::start(&site("", GEN1), |d| {
         d.write("www/ten.txt", "0123456789");
     });
-    std::fs::write(s.dir.path().join("server.toml"), site("", &GEN2.replace("headers\"", "headerz\""))).unwrap();
+    std::fs::write(
+        s.dir.path().join("server.toml"),
+        site("", &GEN2.replace("headers\"", "headerz\"")),
+    )
+    .unwrap();
     signal(&s, "HUP");
     // The error is logged; wait for it (bounded) by reading stderr between requests.
     let mut logged = false;
@@ -160,7 +184,11 @@ fn broken_reload_keeps_the_old_configuration() {
         }
     }
     assert!(logged, "{}", s.stderr());
-    assert!(s.stderr().contains("unknown module \"headerz\""), "{}", s.stderr());
+    assert!(
+        s.stderr().contains("unknown module \"headerz\""),
+        "{}",
+        s.stderr()
+    );
     assert_eq!(s.get("/ten.txt").header("x-gen"), Some("1"));
 }
 
@@ -194,8 +222,15 @@ fn sigusr1_rotation_loses_no_line() {
     let old = std::fs::read_to_string(dir.join("logs/access.log.1")).unwrap();
     let new = std::fs::read_to_string(dir.join("logs/access.log")).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(old.lines().count() + new.lines().count(), 200 + n, "lines lost or duplicated");
-    assert!(old.lines().all(|l| l == "/ten.txt"), "split line in {old:?}");
+    assert_eq!(
+        old.lines().count() + new.lines().count(),
+        200 + n,
+        "lines lost or duplicated"
+    );
+    assert!(
+        old.lines().all(|l| l == "/ten.txt"),
+        "split line in {old:?}"
+    );
     assert!(new.lines().all(|l| l == "/ten.txt"));
     assert!(old.lines().count() >= 100 && new.lines().count() >= 100);
 }
@@ -221,34 +256,52 @@ fn graceful_shutdown_finishes_a_download_and_removes_the_pid_file() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
-    assert_eq!(std::fs::read_to_string(&pid).unwrap().trim(), child.id().to_string());
+    assert_eq!(
+        std::fs::read_to_string(&pid).unwrap().trim(),
+        child.id().to_string()
+    );
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n").unwrap();
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut first = vec![0u8; 4096];
     let n = c.read(&mut first).unwrap();
     assert!(n > 0);
     // Stop while the body is still being sent.
-    assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    assert!(Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap()
+        .success());
     let mut rest = Vec::new();
     c.read_to_end(&mut rest).unwrap();
     let mut all = first[..n].to_vec();
     all.extend(rest);
     let resp = Response::parse(&all, false);
     assert_eq!(resp.status, 200);
-    assert!(resp.body == data, "download cut short: {} of {size} bytes", resp.body.len());
+    assert!(
+        resp.body == data,
+        "download cut short: {} of {size} bytes",
+        resp.body.len()
+    );
     assert!(child.wait().unwrap().success());
     assert!(!pid.exists(), "pid file left behind");
 }
 
 #[test]
 fn slow_header_client_is_cut_off_while_others_are_served() {
-    let s = Server::start(&site("client-header-timeout = 1", "modules = [\"static-file\"]\n"), |d| {
-        d.write("www/ten.txt", "0123456789");
-    });
+    let s = Server::start(
+        &site("client-header-timeout = 1", "modules = [\"static-file\"]\n"),
+        |d| {
+            d.write("www/ten.txt", "0123456789");
+        },
+    );
     let mut slow = TcpStream::connect(s.addr).unwrap();
-    slow.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-    slow.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    slow.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site")
+        .unwrap();
     let started = std::time::Instant::now();
     // Others are served meanwhile.
     for _ in 0..50 {
@@ -259,13 +312,19 @@ fn slow_header_client_is_cut_off_while_others_are_served() {
     let text = String::from_utf8_lossy(&buf);
     assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
     let waited = started.elapsed();
-    assert!(waited < Duration::from_secs(10), "cut off only after {waited:?}");
+    assert!(
+        waited < Duration::from_secs(10),
+        "cut off only after {waited:?}"
+    );
 }
 
 #[test]
 fn limits_414_431_413() {
     let s = Server::start(
-        &site("max-uri-length = 100\nmax-request-header-size = 1000\nmax-body-size = 10", "modules = [\"static-file\"]\n"),
+        &site(
+            "max-uri-length = 100\nmax-request-header-size = 1000\nmax-body-size = 10",
+            "modules = [\"static-file\"]\n",
+        ),
         |d| {
             d.write("www/ten.txt", "0123456789");
         },
@@ -274,8 +333,27 @@ fn limits_414_431_413() {
     assert_eq!(s.get(&format!("/ten.txt?{}", "a".repeat(80))).status, 200);
     let big = format!("X-Big: {}", "b".repeat(1000));
     assert_eq!(s.req("GET", "/ten.txt", &[&big]).status, 431);
-    assert_eq!(s.req("POST", "/ten.txt", &["Content-Length: 11"]).status, 413);
-    assert_eq!(s.req("POST", "/ten.txt", &["Content-Length: 0"]).status, 405);
+    assert_eq!(
+        s.req("POST", "/ten.txt", &["Content-Length: 11"]).status,
+        413
+    );
+    assert_eq!(
+        s.req("POST", "/ten.txt", &["Content-Length: 0"]).status,
+        405
+    );
+    // A chunked body is never read: the answer says the connection closes
+    // (no keep-alive after an unread body).
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.write_all(b"POST /ten.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n").unwrap();
+    let mut buf = Vec::new();
+    let _ = c.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 405"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -310,7 +388,10 @@ fn running_out_of_descriptors_slows_accepting_and_recovers() {
     }
     let mut logged = false;
     for _ in 0..400 {
-        if std::fs::read_to_string(&err).unwrap_or_default().contains("Too many open files") {
+        if std::fs::read_to_string(&err)
+            .unwrap_or_default()
+            .contains("Too many open files")
+        {
             logged = true;
             break;
         }
@@ -323,7 +404,9 @@ fn running_out_of_descriptors_slows_accepting_and_recovers() {
     for _ in 0..200 {
         if let Ok(mut c) = TcpStream::connect(addr) {
             c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let _ = c.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+            let _ = c.write_all(
+                b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+            );
             let mut buf = Vec::new();
             let _ = c.read_to_end(&mut buf);
             if buf.starts_with(b"HTTP/1.1 200") {
@@ -335,8 +418,16 @@ fn running_out_of_descriptors_slows_accepting_and_recovers() {
     let alive = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let _ = child.wait();
-    assert!(alive, "server died: {}", std::fs::read_to_string(&err).unwrap_or_default());
-    assert!(logged, "exhaustion not logged: {}", std::fs::read_to_string(&err).unwrap_or_default());
+    assert!(
+        alive,
+        "server died: {}",
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    assert!(
+        logged,
+        "exhaustion not logged: {}",
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
     assert!(ok, "did not recover");
 }
 
@@ -361,29 +452,56 @@ fn status_module_text_prometheus_and_access() {
     assert_eq!(r.status, 200);
     let t = r.text();
     assert!(t.contains("vhost site.test:"), "{t}");
-    let line = t.lines().find(|l| l.starts_with("vhost site.test:")).unwrap();
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("vhost site.test:"))
+        .unwrap();
     let field = |k: &str| -> u64 {
-        line.split(' ').find_map(|f| f.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(&format!("{k}=")))
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     assert!(field("2xx") >= 7 && field("4xx") >= 1, "{line}");
     assert!(field("bytes") >= 70, "{line}");
     assert!(t.contains("connections-active: "), "{t}");
     assert!(t.contains("config-generation: 1"), "{t}");
-    assert!(t.contains("access-log ") && t.contains("lines-dropped=0"), "{t}");
+    assert!(
+        t.contains("access-log ") && t.contains("lines-dropped=0"),
+        "{t}"
+    );
     let p = s.get("/server-status?format=prometheus");
-    assert_eq!(p.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
-    assert!(p.text().contains("tessera_requests_total{vhost=\"site.test\",class=\"2xx\"}"), "{}", p.text());
+    assert_eq!(
+        p.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(
+        p.text()
+            .contains("tessera_requests_total{vhost=\"site.test\",class=\"2xx\"}"),
+        "{}",
+        p.text()
+    );
     assert!(p.text().contains("# TYPE tessera_uptime_seconds gauge"));
     assert_eq!(s.get("/closed-status").status, 403);
+    let r = s.req("POST", "/server-status", &["Content-Length: 0"]);
+    assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD")));
 }
 
 /// Writes a self-signed certificate for `names` (first is the CN) into `dir`.
 fn cert(dir: &Path, stem: &str, names: &[&str]) -> (String, String) {
-    let mut params = rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, names[0]);
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, names[0]);
     let key = rcgen::KeyPair::generate().unwrap();
     let c = params.self_signed(&key).unwrap();
-    let (cp, kp) = (dir.join(format!("{stem}.pem")), dir.join(format!("{stem}.key")));
+    let (cp, kp) = (
+        dir.join(format!("{stem}.pem")),
+        dir.join(format!("{stem}.key")),
+    );
     std::fs::write(&cp, c.pem()).unwrap();
     std::fs::write(&kp, key.serialize_pem()).unwrap();
     (cp.display().to_string(), kp.display().to_string())
@@ -434,11 +552,20 @@ fn tls_server(d: &TempDir) -> (String, std::process::Child, SocketAddr, SocketAd
         }
     }
     let err = std::fs::read_to_string(dir.join("err.txt")).unwrap_or_default();
-    (conf, child, plain.unwrap_or_else(|| panic!("plain listener: {err}")), tls.unwrap_or_else(|| panic!("TLS listener: {err}")))
+    (
+        conf,
+        child,
+        plain.unwrap_or_else(|| panic!("plain listener: {err}")),
+        tls.unwrap_or_else(|| panic!("TLS listener: {err}")),
+    )
 }
 
 fn curl(args: &[&str]) -> String {
-    let out = Command::new("curl").args(["-sk", "--max-time", "10"]).args(args).output().unwrap();
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "10"])
+        .args(args)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -451,15 +578,40 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
     assert_eq!(served_cn(tls, "x.b.test"), "subject=CN = b.test");
     assert_eq!(served_cn(tls, "unknown.test"), "subject=CN = default.test");
     // HTTP/2 by ALPN, and the vhost chosen by :authority
-    let v = curl(&["--http2", "--resolve", &format!("b.test:{port}:127.0.0.1"), "-w", " %{http_version}", &format!("https://b.test:{port}/")]);
+    let v = curl(&[
+        "--http2",
+        "--resolve",
+        &format!("b.test:{port}:127.0.0.1"),
+        "-w",
+        " %{http_version}",
+        &format!("https://b.test:{port}/"),
+    ]);
     assert_eq!(v, "B 2");
-    let v = curl(&["--http1.1", "--resolve", &format!("a.test:{port}:127.0.0.1"), "-w", " %{http_version}", &format!("https://a.test:{port}/")]);
+    let v = curl(&[
+        "--http1.1",
+        "--resolve",
+        &format!("a.test:{port}:127.0.0.1"),
+        "-w",
+        " %{http_version}",
+        &format!("https://a.test:{port}/"),
+    ]);
     assert_eq!(v, "A 1.1");
     // Plain HTTP to b.test is redirected to https with host, path and query.
-    let loc = curl(&["-o", "/dev/null", "-H", "Host: b.test", "-w", "%{http_code} %{redirect_url}", &format!("http://{plain}/x/y?q=1")]);
+    let loc = curl(&[
+        "-o",
+        "/dev/null",
+        "-H",
+        "Host: b.test",
+        "-w",
+        "%{http_code} %{redirect_url}",
+        &format!("http://{plain}/x/y?q=1"),
+    ]);
     assert_eq!(loc, format!("301 https://b.test:{port}/x/y?q=1"));
     // a.test has no redirect
-    assert_eq!(curl(&["-H", "Host: a.test", &format!("http://{plain}/")]), "A");
+    assert_eq!(
+        curl(&["-H", "Host: a.test", &format!("http://{plain}/")]),
+        "A"
+    );
     // Renew a.test's certificate and reload: new handshakes get the new one.
     cert(d.path(), "a", &["a.test", "renewed.a.test"]);
     let before = served_cn(tls, "a.test");
@@ -472,7 +624,12 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     let old_fp = fp("a.test");
-    assert!(Command::new("kill").arg("-HUP").arg(child.id().to_string()).status().unwrap().success());
+    assert!(Command::new("kill")
+        .arg("-HUP")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap()
+        .success());
     let mut changed = false;
     for _ in 0..200 {
         if fp("a.test") != old_fp {
@@ -483,5 +640,9 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(before, "subject=CN = a.test");
-    assert!(changed, "renewed certificate not served: {}", std::fs::read_to_string(d.path().join("err.txt")).unwrap_or_default());
+    assert!(
+        changed,
+        "renewed certificate not served: {}",
+        std::fs::read_to_string(d.path().join("err.txt")).unwrap_or_default()
+    );
 }

@@ -656,7 +656,10 @@ fn blocking_hooks_run_off_the_worker_threads() {
             let r = s.req("GET", "/ten.txt", &["Host: fast.test"]);
             assert_eq!(r.status, 200);
         }
-        assert!(slow.iter().all(|h| !h.is_finished()), "slow requests did not wait");
+        assert!(
+            slow.iter().all(|h| !h.is_finished()),
+            "slow requests did not wait"
+        );
         std::fs::write(&marker, "").unwrap();
         for h in slow {
             let r = h.join().unwrap();
@@ -671,7 +674,11 @@ fn reload_keeps_old_config_when_a_library_changed_on_disk() {
     let d = TempDir::new("plugcopy");
     let so = d.path().join("echo.so");
     std::fs::copy(lib("tessera-fixture-echo"), &so).unwrap();
-    let cfg = config(&[("echo", so.display().to_string())], "\"echo\", \"static-file\"", "[vhost.echo]\ntag = \"one\"\n");
+    let cfg = config(
+        &[("echo", so.display().to_string())],
+        "\"echo\", \"static-file\"",
+        "[vhost.echo]\ntag = \"one\"\n",
+    );
     let s = Server::start(&cfg, |d| {
         d.write("www/ten.txt", "0123456789");
     });
@@ -680,8 +687,17 @@ fn reload_keeps_old_config_when_a_library_changed_on_disk() {
     let tmp = d.path().join("echo.so.new");
     std::fs::copy(lib("tessera-fixture-echo"), &tmp).unwrap();
     std::fs::rename(&tmp, &so).unwrap();
-    std::fs::write(s.dir.path().join("server.toml"), cfg.replace("tag = \"one\"", "tag = \"two\"")).unwrap();
-    assert!(Command::new("kill").arg("-HUP").arg(s.child.id().to_string()).status().unwrap().success());
+    std::fs::write(
+        s.dir.path().join("server.toml"),
+        cfg.replace("tag = \"one\"", "tag = \"two\""),
+    )
+    .unwrap();
+    assert!(Command::new("kill")
+        .arg("-HUP")
+        .arg(s.child.id().to_string())
+        .status()
+        .unwrap()
+        .success());
     let mut logged = false;
     for _ in 0..2000 {
         assert_eq!(s.get("/ten.txt").header("x-echo-tag"), Some("one"));
@@ -691,4 +707,44 @@ fn reload_keeps_old_config_when_a_library_changed_on_disk() {
         }
     }
     assert!(logged, "{}", s.stderr());
+}
+
+#[test]
+fn clients_leaving_during_a_blocking_hook_are_cleaned_up_on_their_worker() {
+    let d_marker = TempDir::new("marker2");
+    let marker = d_marker.path().join("go");
+    let path = lib("tessera-fixture-blocking");
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"access-log\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.access-log]\npath = \"a.log\"\n",
+        marker.display()
+    );
+    let s = Server::start(&cfg, |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    use std::io::Write;
+    for _ in 0..3 {
+        // Clients that send a request and leave while its hook blocks.
+        let mut gone = Vec::new();
+        for _ in 0..30 {
+            let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+            c.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: slow.test\r\n\r\n")
+                .unwrap();
+            gone.push(c);
+        }
+        drop(gone);
+        std::fs::write(&marker, "").unwrap();
+        // The next requests are answered; the abandoned ones were dropped.
+        for _ in 0..20 {
+            assert_eq!(s.get("/ten.txt").status, 200);
+        }
+        std::fs::remove_file(&marker).unwrap();
+    }
+    std::fs::write(&marker, "").unwrap();
+    assert_eq!(s.get("/ten.txt").status, 200);
+    let err = s.stderr();
+    assert!(
+        !err.contains("panicked") && !err.contains("already borrowed"),
+        "{err}"
+    );
 }

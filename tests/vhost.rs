@@ -78,6 +78,9 @@ fn duplicate_or_invalid_host_is_400() {
     );
     assert_eq!(s.req("GET", "/", &["Host: a b"]).status, 400);
     assert_eq!(s.req("GET", "/", &["Host: site.test/x"]).status, 400);
+    // RFC 9110 §4.2.1: an empty host; a port beyond 65535
+    assert_eq!(s.req("GET", "/", &["Host: :80"]).status, 400);
+    assert_eq!(s.req("GET", "/", &["Host: site.test:99999"]).status, 400);
 }
 
 #[test]

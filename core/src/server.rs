@@ -169,33 +169,92 @@ fn may_block(cfg: &Config, req: &HttpRequest) -> bool {
     cfg.vhosts.any_may_block() && cfg.vhosts.select(request_host(req)).pipeline.may_block
 }
 
-/// Moves a value to the blocking pool and back.
+/// Moves a value between a worker and the blocking pool.
 struct AssertSend<T>(T);
-// SAFETY: used only by `offload`: the request and the configuration go to one
-// blocking-pool thread while the worker that owns them waits for the result
-// and touches neither; the response comes back to the worker the same way.
-// Nothing is shared with other requests of the worker meanwhile (the request's
-// reference count is only changed by the thread that has it).
+// SAFETY: see `offload`: a value wrapped here is owned by exactly one thread at
+// a time and is dropped only on the worker thread it came from.
 #[allow(unsafe_code)]
 unsafe impl<T> Send for AssertSend<T> {}
 
+/// What a blocking-pool task hands back: the request and the response, both
+/// made of worker-thread types (`Rc`s, thread-local pools).
+type Outcome2 = (HttpRequest, HttpResponse);
+
+/// The meeting point of an offloaded request and its worker (see `offload`).
+#[derive(Default)]
+struct Handoff {
+    /// The worker gave up (the client went away and the future was dropped).
+    abandoned: bool,
+    /// The finished request and response, waiting for the worker.
+    done: Option<AssertSend<Outcome2>>,
+}
+
+/// Drops the finished request on the worker if the worker's future goes away.
+struct HandoffGuard(Arc<std::sync::Mutex<Handoff>>);
+
+impl Drop for HandoffGuard {
+    fn drop(&mut self) {
+        let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        h.abandoned = true;
+        // Dropped here, on the worker thread, if the task already finished.
+        drop(h.done.take());
+    }
+}
+
 /// Handles the request on the blocking thread pool (for plugins that declare
 /// `FLAG_MAY_BLOCK`), so that a blocking hook never stalls a worker.
+///
+/// Thread safety: the request (an `Rc` of the worker) moves to the pool thread
+/// whole, and the worker keeps no clone while the task runs; the task hands the
+/// request and the response back under a lock. If the worker's future was
+/// dropped meanwhile (the client went away), the task sends them to the
+/// worker's arbiter to be dropped there, so no worker-thread object is ever
+/// dropped, or its reference count changed, on two threads.
 async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
-    let job = AssertSend((cfg, req.clone()));
-    let res = actix_web::rt::task::spawn_blocking(move || {
+    let handoff = Arc::new(std::sync::Mutex::new(Handoff::default()));
+    let guard = HandoffGuard(handoff.clone());
+    let worker = actix_rt::Arbiter::current();
+    let job = AssertSend(req);
+    let task = actix_web::rt::task::spawn_blocking(move || {
         let job = job;
-        let (cfg, req) = &job.0;
-        let res = handle(cfg, req);
-        AssertSend((res, job))
-    })
-    .await;
-    match res {
-        Ok(AssertSend((res, job))) => {
-            drop(job);
-            ServiceResponse::new(req, res)
+        let req = job.0;
+        // A panic must not unwind here with the request on this thread.
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req)))
+            .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR));
+        let out = AssertSend((req, res));
+        let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
+        if h.abandoned {
+            drop(h);
+            let back = async move {
+                drop(out);
+            };
+            if !worker.spawn(back) {
+                // The worker is gone (shutdown): nothing may drop these here.
+                tracing::debug!("offloaded request outlived its worker; leaked");
+            }
+        } else {
+            h.done = Some(out);
         }
-        Err(_) => ServiceResponse::new(req, error_response(StatusCode::INTERNAL_SERVER_ERROR)),
+    });
+    let joined = task.await;
+    let done = guard
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .done
+        .take();
+    drop(guard);
+    match (joined, done) {
+        (Ok(()), Some(AssertSend((req, res)))) => ServiceResponse::new(req, res),
+        // The task never ran (the runtime is shutting down): the request is
+        // gone with it, so answer with a stand-in request.
+        _ => {
+            tracing::error!("an offloaded request failed on the blocking pool");
+            ServiceResponse::new(
+                actix_web::test::TestRequest::default().to_http_request(),
+                error_response(StatusCode::INTERNAL_SERVER_ERROR),
+            )
+        }
     }
 }
 
@@ -344,6 +403,13 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         }
     }
     res.headers_mut().insert(header::SERVER, SERVER);
+    // No module reads request bodies: a request with a chunked body (which has
+    // no length to check against max-body-size) gets `Connection: close`, so
+    // the connection is not kept alive behind an unread body.
+    if req.headers().contains_key(header::TRANSFER_ENCODING) {
+        res.head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
     let sized = match res.body().size() {
         BodySize::Sized(n) if req.method() != Method::HEAD => n,
         _ => 0,

@@ -198,33 +198,35 @@ pub fn valid_host(host: &str) -> bool {
             None => (host, ""),
         }
     };
+    // RFC 9110 §4.2.1: an empty host is invalid; the port is a 16-bit number.
     let port_ok = port.is_empty()
         || (port.len() > 1
-            && port.len() <= 6
             && port.as_bytes()[0] == b':'
-            && port[1..].bytes().all(|c| c.is_ascii_digit()));
-    let name_ok = name.starts_with('[')
-        || name.bytes().all(|c| {
-            c.is_ascii_alphanumeric()
-                || matches!(
-                    c,
-                    b'-' | b'.'
-                        | b'_'
-                        | b'~'
-                        | b'%'
-                        | b'!'
-                        | b'$'
-                        | b'&'
-                        | b'\''
-                        | b'('
-                        | b')'
-                        | b'*'
-                        | b'+'
-                        | b','
-                        | b';'
-                        | b'='
-                )
-        });
+            && port[1..].bytes().all(|c| c.is_ascii_digit())
+            && port[1..].parse::<u16>().is_ok());
+    let name_ok = !name.is_empty()
+        && (name.starts_with('[')
+            || name.bytes().all(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(
+                        c,
+                        b'-' | b'.'
+                            | b'_'
+                            | b'~'
+                            | b'%'
+                            | b'!'
+                            | b'$'
+                            | b'&'
+                            | b'\''
+                            | b'('
+                            | b')'
+                            | b'*'
+                            | b'+'
+                            | b','
+                            | b';'
+                            | b'='
+                    )
+            }));
     port_ok && name_ok
 }
 

@@ -81,7 +81,9 @@ const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// Escapes a Prometheus label value (`\`, `"`, newline).
 fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Renders the counters in `format`.
@@ -106,37 +108,87 @@ pub fn render(format: Format) -> String {
                 let _ = writeln!(out, " requests={} bytes={bytes}", by.iter().sum::<u64>());
             }
             for (p, w, d) in &logs {
-                let _ = writeln!(out, "access-log {}: lines-written={w} lines-dropped={d}", p.display());
+                let _ = writeln!(
+                    out,
+                    "access-log {}: lines-written={w} lines-dropped={d}",
+                    p.display()
+                );
             }
         }
         Format::Prometheus => {
-            let _ = writeln!(out, "# HELP tessera_uptime_seconds Seconds since the server started.");
-            let _ = writeln!(out, "# TYPE tessera_uptime_seconds gauge\ntessera_uptime_seconds {uptime}");
-            let _ = writeln!(out, "# HELP tessera_config_generation 1 plus the number of successful reloads.");
-            let _ = writeln!(out, "# TYPE tessera_config_generation gauge\ntessera_config_generation {generation}");
-            let _ = writeln!(out, "# HELP tessera_connections_active Open client connections.");
-            let _ = writeln!(out, "# TYPE tessera_connections_active gauge\ntessera_connections_active {conns}");
-            let _ = writeln!(out, "# HELP tessera_requests_total Responses by vhost and status class.");
+            let _ = writeln!(
+                out,
+                "# HELP tessera_uptime_seconds Seconds since the server started."
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE tessera_uptime_seconds gauge\ntessera_uptime_seconds {uptime}"
+            );
+            let _ = writeln!(
+                out,
+                "# HELP tessera_config_generation 1 plus the number of successful reloads."
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE tessera_config_generation gauge\ntessera_config_generation {generation}"
+            );
+            let _ = writeln!(
+                out,
+                "# HELP tessera_connections_active Open client connections."
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE tessera_connections_active gauge\ntessera_connections_active {conns}"
+            );
+            let _ = writeln!(
+                out,
+                "# HELP tessera_requests_total Responses by vhost and status class."
+            );
             let _ = writeln!(out, "# TYPE tessera_requests_total counter");
             for (v, by, _) in &vhosts {
                 for (c, n) in CLASSES.iter().zip(by) {
-                    let _ = writeln!(out, "tessera_requests_total{{vhost=\"{}\",class=\"{c}\"}} {n}", label(v));
+                    let _ = writeln!(
+                        out,
+                        "tessera_requests_total{{vhost=\"{}\",class=\"{c}\"}} {n}",
+                        label(v)
+                    );
                 }
             }
-            let _ = writeln!(out, "# HELP tessera_response_bytes_total Response body bytes by vhost.");
+            let _ = writeln!(
+                out,
+                "# HELP tessera_response_bytes_total Response body bytes by vhost."
+            );
             let _ = writeln!(out, "# TYPE tessera_response_bytes_total counter");
             for (v, _, bytes) in &vhosts {
-                let _ = writeln!(out, "tessera_response_bytes_total{{vhost=\"{}\"}} {bytes}", label(v));
+                let _ = writeln!(
+                    out,
+                    "tessera_response_bytes_total{{vhost=\"{}\"}} {bytes}",
+                    label(v)
+                );
             }
-            let _ = writeln!(out, "# HELP tessera_access_log_lines_written_total Access-log lines written, by file.");
+            let _ = writeln!(
+                out,
+                "# HELP tessera_access_log_lines_written_total Access-log lines written, by file."
+            );
             let _ = writeln!(out, "# TYPE tessera_access_log_lines_written_total counter");
             for (p, w, _) in &logs {
-                let _ = writeln!(out, "tessera_access_log_lines_written_total{{file=\"{}\"}} {w}", label(&p.display().to_string()));
+                let _ = writeln!(
+                    out,
+                    "tessera_access_log_lines_written_total{{file=\"{}\"}} {w}",
+                    label(&p.display().to_string())
+                );
             }
-            let _ = writeln!(out, "# HELP tessera_access_log_lines_dropped_total Access-log lines dropped, by file.");
+            let _ = writeln!(
+                out,
+                "# HELP tessera_access_log_lines_dropped_total Access-log lines dropped, by file."
+            );
             let _ = writeln!(out, "# TYPE tessera_access_log_lines_dropped_total counter");
             for (p, _, d) in &logs {
-                let _ = writeln!(out, "tessera_access_log_lines_dropped_total{{file=\"{}\"}} {d}", label(&p.display().to_string()));
+                let _ = writeln!(
+                    out,
+                    "tessera_access_log_lines_dropped_total{{file=\"{}\"}} {d}",
+                    label(&p.display().to_string())
+                );
             }
         }
     }
@@ -149,6 +201,15 @@ impl Module for Status {
     }
 
     fn on_request(&self, cx: &mut Ctx<'_>) -> Outcome {
+        let m = cx.req.method();
+        if m != tessera_core::actix_web::http::Method::GET
+            && m != tessera_core::actix_web::http::Method::HEAD
+        {
+            let mut r = error_response(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return Outcome::Respond(r);
+        }
         if !self.allow.is_empty() {
             let ok = cx
                 .req
@@ -172,8 +233,10 @@ impl Module for Status {
             Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
         };
         let mut r = HttpResponse::Ok().body(render(format));
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         Outcome::Respond(r)
     }
 }
@@ -184,13 +247,21 @@ mod tests {
 
     #[test]
     fn renders_both_formats() {
-        tessera_core::stats::global().vhost("unit.test").record(204, 10);
+        tessera_core::stats::global()
+            .vhost("unit.test")
+            .record(204, 10);
         let t = render(Format::Text);
         assert!(t.contains("vhost unit.test: 1xx=0 2xx=1"), "{t}");
         assert!(t.contains("config-generation: "), "{t}");
         let p = render(Format::Prometheus);
-        assert!(p.contains("tessera_requests_total{vhost=\"unit.test\",class=\"2xx\"} 1"), "{p}");
-        assert!(p.contains("tessera_response_bytes_total{vhost=\"unit.test\"} 10"), "{p}");
+        assert!(
+            p.contains("tessera_requests_total{vhost=\"unit.test\",class=\"2xx\"} 1"),
+            "{p}"
+        );
+        assert!(
+            p.contains("tessera_response_bytes_total{vhost=\"unit.test\"} 10"),
+            "{p}"
+        );
         assert!(p.contains("# TYPE tessera_connections_active gauge"), "{p}");
         assert_eq!(label("a\"b\\c"), "a\\\"b\\\\c");
     }

@@ -47,26 +47,37 @@ fn io_refusal(e: &std::io::Error) -> Resolved {
 
 /// Opens `full` (= `root` joined with the request path), applying `policy`.
 /// `root` must be canonical.
+///
+/// The policy is checked on the file that was actually opened (its path as the
+/// kernel resolved it, `/proc/self/fd/N`), not on a path looked up before the
+/// open: a symlink swapped between a check and the open cannot leak a file
+/// (nginx `disable_symlinks` gets the same from `openat(O_NOFOLLOW)`). The open
+/// is non-blocking, so a FIFO in the document root cannot hang a worker.
 pub fn open(root: &Path, full: &Path, policy: SymlinkPolicy) -> Resolved {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(full)
+    {
+        Ok(f) => f,
+        Err(e) => return io_refusal(&e),
+    };
     if policy != SymlinkPolicy::Always {
-        let canonical = match std::fs::canonicalize(full) {
+        let real = match opened_path(&file, full) {
             Ok(c) => c,
             Err(e) => return io_refusal(&e),
         };
         let allowed = match policy {
-            SymlinkPolicy::InsideRoot => canonical.starts_with(root),
-            SymlinkPolicy::Never => canonical == full,
-            SymlinkPolicy::OwnerMatch => canonical == full || owners_match(root, full),
+            SymlinkPolicy::InsideRoot => real.starts_with(root),
+            SymlinkPolicy::Never => real == full,
+            SymlinkPolicy::OwnerMatch => real == full || owners_match(root, full),
             SymlinkPolicy::Always => true,
         };
         if !allowed {
             return Resolved::Forbidden;
         }
     }
-    let file = match File::open(full) {
-        Ok(f) => f,
-        Err(e) => return io_refusal(&e),
-    };
     let meta = match file.metadata() {
         Ok(m) => m,
         Err(e) => return io_refusal(&e),
@@ -77,6 +88,16 @@ pub fn open(root: &Path, full: &Path, policy: SymlinkPolicy) -> Resolved {
         Resolved::File(file, meta)
     } else {
         Resolved::Forbidden
+    }
+}
+
+/// The path of the open file as the kernel resolved it (Linux `/proc/self/fd`),
+/// or, where that is unavailable, the canonical form of `full`.
+fn opened_path(file: &File, full: &Path) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(p) => Ok(p),
+        Err(_) => std::fs::canonicalize(full),
     }
 }
 
@@ -123,6 +144,47 @@ mod tests {
         assert!(!has_hidden_segment("/.well-known/acme-challenge/t1"));
         assert!(has_hidden_segment("/a/.well-known/x"));
         assert!(!has_hidden_segment("/a.b/c"));
+    }
+
+    #[test]
+    fn swapped_symlink_never_leaks_a_file_outside_the_root() {
+        use std::io::Read;
+        let base = std::env::temp_dir().join(format!("tessera-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("inside")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::fs::write(root.join("inside/f"), "in").unwrap();
+        std::fs::write(base.join("outside/f"), "OUT").unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let link = root.join("race");
+        std::os::unix::fs::symlink("inside", &link).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let tmp = root.join("race.tmp");
+                for i in 0..20_000 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let target = if i % 2 == 0 { "../outside" } else { "inside" };
+                    let _ = std::fs::remove_file(&tmp);
+                    std::os::unix::fs::symlink(target, &tmp).unwrap();
+                    std::fs::rename(&tmp, &link).unwrap();
+                }
+            });
+            for _ in 0..20_000 {
+                if let Resolved::File(mut f, _) =
+                    open(&root, &root.join("race/f"), SymlinkPolicy::InsideRoot)
+                {
+                    let mut s = String::new();
+                    f.read_to_string(&mut s).unwrap();
+                    assert_eq!(s, "in", "a file outside the root was opened");
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
