@@ -155,10 +155,19 @@ set = { "X-Rule" = "lookahead" }
     });
     let rule = |m: &str, p: &str, h: &[&str]| s.req(m, p, h).header("x-rule").map(str::to_owned);
     assert_eq!(rule("HEAD", "/x.bin", &[]).as_deref(), Some("head"));
-    assert_eq!(rule("GET", "/x.bin", &["User-Agent: CURL/8.0"]).as_deref(), Some("curl"));
+    assert_eq!(
+        rule("GET", "/x.bin", &["User-Agent: CURL/8.0"]).as_deref(),
+        Some("curl")
+    );
     assert_eq!(rule("GET", "/x.bin", &["User-Agent: wget"]), None);
-    assert_eq!(rule("GET", "/x.bin", &["X-Debug: "]).as_deref(), Some("debug-header"));
-    assert_eq!(rule("GET", "/x.bin?a=2&preview=1", &[]).as_deref(), Some("preview"));
+    assert_eq!(
+        rule("GET", "/x.bin", &["X-Debug: "]).as_deref(),
+        Some("debug-header")
+    );
+    assert_eq!(
+        rule("GET", "/x.bin?a=2&preview=1", &[]).as_deref(),
+        Some("preview")
+    );
     assert_eq!(rule("GET", "/x.bin?preview=10", &[]), None);
     assert_eq!(s.get("/app/route").header("x-rule"), Some("missing-file"));
     assert_eq!(rule("GET", "/b.txt", &[]).as_deref(), Some("lookahead"));
@@ -171,7 +180,13 @@ set = { "X-Rule" = "lookahead" }
 
 #[test]
 fn socket_matcher() {
-    let free = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port();
+    let free = |ip: &str| {
+        std::net::TcpListener::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
     let (p1, p2) = (free("127.0.0.1"), free("127.0.0.2"));
     let cfg = format!(
         "[server]\nlisten = [\"127.0.0.1:{p1}\", \"127.0.0.2:{p2}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndocument-root = \"www\"\nmodules = [\"headers\", \"static-file\"]\n\
@@ -183,7 +198,8 @@ fn socket_matcher() {
     assert_eq!(s.get("/x.bin").header("x-socket"), Some("first"));
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.2", p2)).unwrap();
-    c.write_all(b"GET /x.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n").unwrap();
+    c.write_all(b"GET /x.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut buf = Vec::new();
     c.read_to_end(&mut buf).unwrap();
     let r = crate::util::Response::parse(&buf, false);

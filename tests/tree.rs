@@ -20,7 +20,9 @@ fn encode(rel: &str) -> String {
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         let Ok(ft) = e.file_type() else { continue };
@@ -59,7 +61,12 @@ fn every_file_of_a_real_tree_is_served_byte_exact() {
             Ok(t) if t.starts_with(&root) && t.is_file() => {
                 let want = std::fs::read(&t).unwrap();
                 assert_eq!(r.status, 200, "{rel}");
-                assert!(r.body == want, "{rel}: {} bytes, want {}", r.body.len(), want.len());
+                assert!(
+                    r.body == want,
+                    "{rel}: {} bytes, want {}",
+                    r.body.len(),
+                    want.len()
+                );
                 served += 1;
             }
             Ok(t) if t.is_file() => {
@@ -68,10 +75,17 @@ fn every_file_of_a_real_tree_is_served_byte_exact() {
             }
             _ => {
                 // dangling link or a link to a directory
-                assert!(r.status == 404 || r.status == 301 || r.status == 403, "{rel}: {}", r.status);
+                assert!(
+                    r.status == 404 || r.status == 301 || r.status == 403,
+                    "{rel}: {}",
+                    r.status
+                );
                 skipped += 1;
             }
         }
     }
-    assert!(served > 500, "served {served}, refused {refused}, skipped {skipped}");
+    assert!(
+        served > 500,
+        "served {served}, refused {refused}, skipped {skipped}"
+    );
 }

@@ -312,7 +312,9 @@ impl Handler<Reopen> for Writer {
         let r = self.shared.reopen();
         match &r {
             Ok(()) => tracing::info!(path = %self.shared.path.display(), "access log reopened"),
-            Err(e) => tracing::error!(path = %self.shared.path.display(), "cannot reopen access log, still writing to the old file: {e}"),
+            Err(e) => {
+                tracing::error!(path = %self.shared.path.display(), "cannot reopen access log, still writing to the old file: {e}")
+            }
         }
         r
     }

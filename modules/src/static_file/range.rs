@@ -114,13 +114,14 @@ pub fn parse(header: &str, size: u64) -> RangeRequest {
     RangeRequest::Ranges(out)
 }
 
-/// A run of ASCII digits as u64; `None` for empty, non-digits or overflow past
-/// u64 (a position that large is treated as invalid).
+/// A run of ASCII digits as u64; `None` for empty or non-digits. A number past
+/// u64 saturates to `u64::MAX`: a first-pos that large is beyond any file
+/// (416), a suffix that large means the whole file (RFC 9110 §14.1.2).
 fn digits(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    s.parse().ok()
+    Some(s.parse().unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -170,13 +171,15 @@ mod tests {
             "bytes=5-1",
             "bytes=--1",
             "bytes=1",
-            "bytes=99999999999999999999999-",
         ] {
             assert_eq!(parse(h, 100), RangeRequest::Ignore, "{h:?}");
         }
         assert_eq!(parse("bytes=10-20", 3), RangeRequest::Unsatisfiable);
         assert_eq!(parse("bytes=-0", 3), RangeRequest::Unsatisfiable);
         assert_eq!(parse("bytes=0-", 0), RangeRequest::Ignore);
+        // beyond u64: first-pos past any file, suffix covering the whole file
+        assert_eq!(parse("bytes=99999999999999999999999-", 100), RangeRequest::Unsatisfiable);
+        assert_eq!(parse("bytes=-99999999999999999999999", 100), r(&[(0, 100)]));
     }
 
     #[test]
