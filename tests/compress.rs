@@ -471,3 +471,18 @@ fn bad_configurations_are_refused() {
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
 }
+
+#[test]
+fn sidecars_of_non_compressible_sources_are_not_served() {
+    let s = crate::util::Server::site(
+        "\"compress\", \"static-file\"",
+        "[vhost.compress]\nprecompressed = [\"gzip\"]\n[vhost.static-file]\nexclude-extensions = [\"php\"]\n",
+        |d| {
+            d.write("www/app/config.php", "<?php $secret = 1; ?>");
+            d.write("www/app/config.php.gz", "<?php $secret = 1; ?> (pretend gzip)");
+        },
+    );
+    let r = s.req("GET", "/app/config.php", &["Accept-Encoding: gzip"]);
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(!r.text().contains("secret"));
+}

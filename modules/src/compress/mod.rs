@@ -419,6 +419,12 @@ impl Compress {
         let (orig, orig_meta) = self.original(cx)?;
         let root: &Path = &cx.vhost.document_root;
         let name = orig.file_name()?.to_str()?;
+        // Only sidecars of compressible types: never a `.php.gz` or other
+        // source that static-file would not serve as a document.
+        let original_type = self.mime.lookup(extension(name));
+        if !self.type_matches(original_type.to_str().unwrap_or("")) {
+            return None;
+        }
         for coding in ranked {
             let mut side = orig.clone().into_os_string();
             side.push(coding.file_suffix());
@@ -440,7 +446,7 @@ impl Compress {
                 file,
                 &meta,
                 &Representation {
-                    content_type: self.mime.lookup(extension(name)),
+                    content_type: original_type.clone(),
                     etag: true,
                     etag_suffix: coding.etag_suffix(),
                     headers: &headers,
