@@ -381,3 +381,174 @@ fn files_above_4_gib() {
     );
     assert_eq!(r.body, b"\0\0");
 }
+
+/// The open-file cache only keeps files whose change time is at least 2 s old
+/// (`static_file::cache::RACY`). Polls `path` with real requests until the
+/// file `rel` is older than that, then once more so that the file is cached;
+/// returns that last response.
+fn cached(s: &Server, path: &str, rel: &str) -> crate::util::Response {
+    use std::os::unix::fs::MetadataExt;
+    let file = s.root().join(rel);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let m = std::fs::metadata(&file).unwrap();
+        let ctime = std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, 0);
+        let age = std::time::SystemTime::now()
+            .duration_since(ctime)
+            .unwrap_or_default();
+        let r = s.get(path);
+        assert_eq!(r.status, 200, "{path}");
+        if age > std::time::Duration::from_millis(3100) {
+            return s.get(path);
+        }
+        assert!(std::time::Instant::now() < deadline, "{rel} never aged");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Rewrites `rel` in place with `content` (same inode).
+fn rewrite_in_place(s: &Server, rel: &str, content: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(s.root().join(rel))
+        .unwrap();
+    f.write_all(content.as_bytes()).unwrap();
+}
+
+#[test]
+fn open_file_cache_change_is_seen_by_the_next_request() {
+    // Default: one stat per request; an in-place write of the same size is seen
+    // at once.
+    let s = server();
+    let before = cached(&s, "/ten.txt", "ten.txt");
+    assert_eq!(before.text(), "0123456789");
+    let etag = before.header("etag").unwrap().to_owned();
+    // served from the cache: conditional and Range requests still work
+    let r = s.req("GET", "/ten.txt", &[&format!("If-None-Match: {etag}")]);
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    let r = s.req("GET", "/ten.txt", &["Range: bytes=2-4"]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.text(), "234");
+    assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
+    let r = s.req("GET", "/ten.txt", &["Range: bytes=0-0,-1"]);
+    assert_eq!(r.status, 206);
+    assert!(r.text().contains("\r\n\r\n0\r\n") && r.text().contains("\r\n\r\n9\r\n"));
+    let r = s.req("HEAD", "/ten.txt", &[]);
+    assert_eq!(r.header("content-length"), Some("10"));
+    assert!(r.raw_body.is_empty());
+    assert_eq!(
+        s.req("POST", "/ten.txt", &["Content-Length: 0"]).status,
+        405
+    );
+    // the index file of a directory is cached under the directory's path
+    assert_eq!(cached(&s, "/docs/", "docs/index.html").text(), "docs");
+
+    rewrite_in_place(&s, "ten.txt", "abcdefghij");
+    let after = s.get("/ten.txt");
+    assert_eq!(after.text(), "abcdefghij");
+    assert_ne!(after.header("etag"), Some(etag.as_str()));
+    let r = s.req("GET", "/ten.txt", &[&format!("If-None-Match: {etag}")]);
+    assert_eq!(r.status, 200, "the old ETag no longer matches");
+    std::fs::remove_file(s.root().join("docs/index.html")).unwrap();
+    assert_eq!(s.get("/docs/").status, 404);
+}
+
+#[test]
+fn open_file_cache_change_is_seen_within_the_bound() {
+    // open-file-cache-valid = 500: a change may go unseen for up to 500 ms,
+    // never longer. Poll with real requests until the new content appears.
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nopen-file-cache-valid = 500\n",
+        |d| {
+            d.write("www/page.html", "version 1");
+        },
+    );
+    assert_eq!(cached(&s, "/page.html", "page.html").text(), "version 1");
+    rewrite_in_place(&s, "page.html", "version 2");
+    let changed = std::time::Instant::now();
+    loop {
+        let r = s.get("/page.html");
+        assert_eq!(r.status, 200);
+        if r.text() == "version 2" {
+            break;
+        }
+        assert_eq!(r.text(), "version 1", "never a torn body");
+        // the bound, plus slack for a slow machine
+        assert!(
+            changed.elapsed() < std::time::Duration::from_millis(500 + 1500),
+            "still stale after {:?}",
+            changed.elapsed()
+        );
+    }
+    // an atomic replacement (rename over the file) too
+    let tmp = s.root().join("page.tmp");
+    std::fs::write(&tmp, "version 3, longer").unwrap();
+    std::fs::rename(&tmp, s.root().join("page.html")).unwrap();
+    let changed = std::time::Instant::now();
+    while s.get("/page.html").text() != "version 3, longer" {
+        assert!(changed.elapsed() < std::time::Duration::from_millis(2000));
+    }
+}
+
+#[test]
+fn open_file_cache_serves_from_memory_until_the_bound() {
+    // With a bound of an hour, a cached file is not looked at again: the old
+    // content is still served after a change (this is what the bound means).
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nopen-file-cache-valid = 3600000\n",
+        |d| {
+            d.write("www/a.txt", "cached");
+        },
+    );
+    assert_eq!(cached(&s, "/a.txt", "a.txt").text(), "cached");
+    rewrite_in_place(&s, "a.txt", "edited");
+    assert_eq!(s.get("/a.txt").text(), "cached");
+    // the cache can be turned off
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nopen-file-cache = 0\nopen-file-cache-valid = 3600000\n",
+        |d| {
+            d.write("www/a.txt", "cached");
+        },
+    );
+    assert_eq!(cached(&s, "/a.txt", "a.txt").text(), "cached");
+    rewrite_in_place(&s, "a.txt", "edited");
+    assert_eq!(s.get("/a.txt").text(), "edited");
+}
+
+#[test]
+fn open_file_cache_keeps_symlink_policy_and_hidden_files() {
+    let s = Server::site(SF, "", |d| {
+        d.write("www/f.txt", "inside");
+        d.write("outside/f.txt", "secret");
+        d.write("www/.hidden", "h");
+    });
+    assert_eq!(cached(&s, "/f.txt", "f.txt").text(), "inside");
+    // a cached file replaced by a link out of the document root: 403
+    std::fs::remove_file(s.root().join("f.txt")).unwrap();
+    std::os::unix::fs::symlink(s.dir.path().join("outside/f.txt"), s.root().join("f.txt")).unwrap();
+    assert_eq!(s.get("/f.txt").status, 403);
+    assert_eq!(s.get("/.hidden").status, 404);
+    assert_eq!(s.get("/.hidden").status, 404);
+}
+
+#[test]
+fn excluded_extensions_are_never_served_also_as_index_files() {
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nindex-files = [\"index.php\", \"index.html\"]\nexclude-extensions = [\"php\"]\n",
+        |d| {
+            d.write("www/index.php", "<?php secret(); ?>");
+            d.write("www/app/index.php", "<?php secret(); ?>");
+            d.write("www/app/index.html", "html");
+        },
+    );
+    assert_eq!(s.get("/index.php").status, 404);
+    assert_eq!(s.get("/").status, 404);
+    assert_eq!(s.get("/app/").text(), "html");
+}

@@ -8,12 +8,17 @@
 //! kept (case B25). `Last-Modified` and a strong `ETag`, conditional requests
 //! (RFC 9110 §13), Range (§14) with multipart/byteranges, If-Range and 416.
 //!
+//! Requests are answered from an open-file cache ([`cache`]) when they can be:
+//! validators, header values and the bytes of small files are computed once per
+//! file version, and a changed file is picked up within a documented bound.
+//!
 //! Not built on actix-files: its `Files` service canonicalizes and stats the path
 //! several times per request, answers a whole-file range with 200 (B07) and has no
 //! symlink policy, multipart ranges, or §13.2.2 precedence; this module keeps its
 //! shape (one concept per file) instead.
 
 pub mod body;
+pub mod cache;
 pub mod conditional;
 pub mod mime;
 pub mod range;
@@ -21,8 +26,7 @@ pub mod resolve;
 
 use std::collections::BTreeMap;
 use std::fs::{File, Metadata};
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,7 +41,8 @@ use tessera_core::response::error_response;
 use tessera_core::rule::extension;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
-pub use body::{FileBody, HeadBody, Segment};
+pub use body::{FileBody, HeadBody, Segment, Source};
+use cache::{Entry, FileCache, Identity};
 use conditional::Precondition;
 use mime::MimeTable;
 use range::RangeRequest;
@@ -80,6 +85,28 @@ pub struct StaticFileConfig {
     /// (lighttpd `static-file.exclude-extensions`). Default none.
     #[serde(default)]
     pub exclude_extensions: Vec<String>,
+    /// Most paths kept in the open-file cache of this vhost (or rule); `0`
+    /// turns the cache off (nginx `open_file_cache max=N`). Default `10000`.
+    #[serde(default = "default_cache_entries")]
+    pub open_file_cache: usize,
+    /// Milliseconds a cached entry is trusted before the next request checks it
+    /// with one `stat` (nginx `open_file_cache_valid`, lighttpd's 1 s stat
+    /// cache). A changed file is served as it is on disk at most this long
+    /// after the change. Default `0`: every request checks, and a change is seen
+    /// by the next request.
+    #[serde(default)]
+    pub open_file_cache_valid: u64,
+    /// Bytes of file content (files up to 128 KiB) the open-file cache may hold
+    /// in memory. Default `67108864` (64 MiB); `0` keeps no content.
+    #[serde(default = "default_memory_cache")]
+    pub memory_cache_size: usize,
+}
+
+fn default_cache_entries() -> usize {
+    10_000
+}
+fn default_memory_cache() -> usize {
+    64 << 20
 }
 
 fn default_index() -> Vec<String> {
@@ -98,6 +125,9 @@ impl Default for StaticFileConfig {
             mime_types: BTreeMap::new(),
             etag: true,
             exclude_extensions: Vec::new(),
+            open_file_cache: default_cache_entries(),
+            open_file_cache_valid: 0,
+            memory_cache_size: default_memory_cache(),
         }
     }
 }
@@ -111,6 +141,7 @@ pub struct StaticFile {
     mime: MimeTable,
     etag: bool,
     exclude: Vec<String>,
+    cache: Option<FileCache>,
 }
 
 impl ModuleDecl for StaticFile {
@@ -126,9 +157,24 @@ impl ModuleDecl for StaticFile {
             }
         }
         let mime = MimeTable::new(cfg.mime_types.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        // An index file with an excluded extension is never served either
+        // (lighttpd checks the index file's own name too).
+        let excluded = |name: &str| {
+            extension(name).is_some_and(|e| {
+                cfg.exclude_extensions
+                    .iter()
+                    .any(|x| x.trim_start_matches('.').eq_ignore_ascii_case(e))
+            })
+        };
+        let index_files: Vec<String> = cfg
+            .index_files
+            .iter()
+            .filter(|f| !excluded(f))
+            .cloned()
+            .collect();
         Ok(StaticFile {
             root: cx.vhost.document_root.clone(),
-            index_files: cfg.index_files,
+            index_files,
             hidden_files: cfg.hidden_files,
             symlinks: cfg.follow_symlinks,
             mime,
@@ -138,6 +184,14 @@ impl ModuleDecl for StaticFile {
                 .iter()
                 .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
                 .collect(),
+            cache: (cfg.open_file_cache > 0).then(|| {
+                FileCache::new(
+                    cfg.open_file_cache,
+                    cfg.memory_cache_size,
+                    Duration::from_millis(cfg.open_file_cache_valid),
+                    cfg.follow_symlinks == SymlinkPolicy::Never,
+                )
+            }),
         })
     }
 }
@@ -159,6 +213,11 @@ impl Module for StaticFile {
                 }
             }
         }
+        if let Some(cache) = &self.cache {
+            if let Some(r) = self.from_cache(cache, cx) {
+                return Some(r);
+            }
+        }
         let full = self.root.join(path.trim_start_matches('/'));
         match resolve::open(&self.root, &full, self.symlinks) {
             Resolved::NotFound => None,
@@ -167,7 +226,7 @@ impl Module for StaticFile {
                 if path.ends_with('/') {
                     return None;
                 }
-                Some(self.serve(cx, file, &meta, extension(path)))
+                Some(self.serve(cx, full, None, file, &meta, extension(path)))
             }
             Resolved::Dir => {
                 if let Some(r) = method_check(cx) {
@@ -176,10 +235,20 @@ impl Module for StaticFile {
                 if !path.ends_with('/') {
                     return Some(redirect_to_slash(cx));
                 }
-                for name in &self.index_files {
-                    match resolve::open(&self.root, &full.join(name), self.symlinks) {
+                for (i, name) in self.index_files.iter().enumerate() {
+                    let index = full.join(name);
+                    match resolve::open(&self.root, &index, self.symlinks) {
                         Resolved::File(file, meta) => {
-                            return Some(self.serve(cx, file, &meta, extension(name)))
+                            // A later index file is served only while no earlier
+                            // one exists: a cached entry also checks the directory.
+                            let dir = if i == 0 {
+                                None
+                            } else {
+                                std::fs::metadata(&full)
+                                    .ok()
+                                    .map(|m| (full.clone(), Identity::of(&m)))
+                            };
+                            return Some(self.serve(cx, index, dir, file, &meta, extension(name)));
                         }
                         Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
                         _ => {}
@@ -265,22 +334,6 @@ fn boundary() -> String {
     format!("tessera{:016x}{:08x}", t ^ 0x9e37_79b9_7f4a_7c15, n)
 }
 
-impl StaticFile {
-    fn serve(&self, cx: &Ctx<'_>, file: File, meta: &Metadata, ext: Option<&str>) -> HttpResponse {
-        serve_file(
-            cx,
-            file,
-            meta,
-            &Representation {
-                content_type: self.mime.lookup(ext),
-                etag: self.etag,
-                etag_suffix: "",
-                headers: &[],
-            },
-        )
-    }
-}
-
 /// How [`serve_file`] labels the file it sends.
 pub struct Representation<'a> {
     /// The Content-Type (for a precompressed sidecar, the type of the original
@@ -297,6 +350,146 @@ pub struct Representation<'a> {
     pub headers: &'a [(HeaderName, HeaderValue)],
 }
 
+impl StaticFile {
+    /// Answers from the open-file cache; `None` when the path is not cached or
+    /// its entry is out of date (the caller resolves it afresh).
+    fn from_cache(&self, cache: &FileCache, cx: &Ctx<'_>) -> Option<HttpResponse> {
+        let e = cache.get(cx.path())?;
+        if let Some(r) = method_check(cx) {
+            return Some(r);
+        }
+        let source = match &e.content {
+            Some(b) => Source::Memory(b.clone()),
+            None => {
+                // Not in memory: open it by the cached path (non-blocking, as
+                // resolve::open does: a FIFO swapped in cannot hang a worker),
+                // and make sure it is still the version the entry describes.
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&e.path)
+                    .ok()?;
+                let meta = file.metadata().ok()?;
+                if Identity::of(&meta) != e.id {
+                    cache.remove(cx.path(), &e);
+                    return None;
+                }
+                Source::File(file)
+            }
+        };
+        Some(respond(cx, &e.info, source, &[]))
+    }
+
+    /// Answers for a file resolved without the cache (`path` is its full path;
+    /// `dir` the directory to check too, for a later index file), and caches
+    /// it unless it changed less than [`cache::RACY`] ago.
+    fn serve(
+        &self,
+        cx: &Ctx<'_>,
+        path: PathBuf,
+        dir: Option<(PathBuf, Identity)>,
+        file: File,
+        meta: &Metadata,
+        ext: Option<&str>,
+    ) -> HttpResponse {
+        let info = FileInfo::new(meta, self.mime.lookup(ext), self.etag, "");
+        let Some(cache) = &self.cache else {
+            return respond(cx, &info, Source::File(file), &[]);
+        };
+        let id = Identity::of(meta);
+        if id.is_racy(SystemTime::now()) {
+            return respond(cx, &info, Source::File(file), &[]);
+        }
+        let mut content = None;
+        if meta.len() <= SMALL_FILE && cache.max_bytes() > 0 {
+            match read_whole(&file, meta.len()) {
+                // The bytes read are the version `meta` describes only if the
+                // file still has that identity afterwards.
+                Ok(buf)
+                    if buf.len() as u64 == meta.len()
+                        && file.metadata().is_ok_and(|m| Identity::of(&m) == id) =>
+                {
+                    content = Some(Bytes::from(buf));
+                }
+                _ => return respond(cx, &info, Source::File(file), &[]),
+            }
+        }
+        let source = match &content {
+            Some(b) => Source::Memory(b.clone()),
+            None => Source::File(file),
+        };
+        let r = respond(cx, &info, source, &[]);
+        cache.insert(cx.path(), Entry::new(path, dir, id, info, content));
+        r
+    }
+}
+
+/// Validators and header values of one version of a file, computed once (and
+/// kept by the open-file cache).
+pub struct FileInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// The modification time truncated to seconds; `None` when it cannot be
+    /// written as an HTTP-date (RFC 9110 §8.8.2).
+    pub last_modified: Option<SystemTime>,
+    last_modified_value: Option<HeaderValue>,
+    /// The strong ETag with its quotes, `""` when ETags are off (§8.8.3).
+    pub etag: String,
+    etag_value: Option<HeaderValue>,
+    /// The Content-Type.
+    pub content_type: HeaderValue,
+}
+
+impl FileInfo {
+    /// The validators of the file `meta` describes; the ETag gets `etag_suffix`
+    /// inside its quotes, and is left out when `etag` is false.
+    pub fn new(meta: &Metadata, content_type: HeaderValue, etag: bool, etag_suffix: &str) -> Self {
+        let tag = if etag {
+            self::etag(meta, etag_suffix)
+        } else {
+            String::new()
+        };
+        let lm = last_modified(meta);
+        FileInfo {
+            size: meta.len(),
+            last_modified: lm,
+            last_modified_value: lm
+                .and_then(|t| HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok()),
+            etag_value: (!tag.is_empty())
+                .then(|| HeaderValue::from_str(&tag).ok())
+                .flatten(),
+            etag: tag,
+            content_type,
+        }
+    }
+
+    fn validators(&self, r: &mut HttpResponse) {
+        let h = r.headers_mut();
+        if let Some(v) = &self.etag_value {
+            h.insert(header::ETAG, v.clone());
+        }
+        if let Some(v) = &self.last_modified_value {
+            h.insert(header::LAST_MODIFIED, v.clone());
+        }
+    }
+}
+
+/// The first `size` bytes of `file`, read with `pread` from offset 0.
+fn read_whole(file: &File, size: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; size as usize];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(filled);
+    Ok(buf)
+}
+
 /// Answers a GET or HEAD for an open regular `file` with metadata `meta` (of the
 /// open descriptor): 405/OPTIONS handling, `Last-Modified` and `ETag`,
 /// conditional requests (RFC 9110 §13.2.2: 304, 412), Range (§14: 206, multipart,
@@ -306,47 +499,45 @@ pub struct Representation<'a> {
 /// `compress` module's precompressed sidecars) call it for files they chose.
 pub fn serve_file(
     cx: &Ctx<'_>,
-    mut file: File,
+    file: File,
     meta: &Metadata,
     rep: &Representation<'_>,
+) -> HttpResponse {
+    let info = FileInfo::new(meta, rep.content_type.clone(), rep.etag, rep.etag_suffix);
+    respond(cx, &info, Source::File(file), rep.headers)
+}
+
+/// The response for a file described by `info` whose bytes come from `source`
+/// (see [`serve_file`]); `extra` is added to 200 and 206 responses.
+fn respond(
+    cx: &Ctx<'_>,
+    info: &FileInfo,
+    source: Source,
+    extra: &[(HeaderName, HeaderValue)],
 ) -> HttpResponse {
     if let Some(r) = method_check(cx) {
         return r;
     }
-    let size = meta.len();
-    let lm = last_modified(meta);
-    let tag = if rep.etag {
-        etag(meta, rep.etag_suffix)
-    } else {
-        String::new()
-    };
+    let size = info.size;
+    let lm = info.last_modified;
     let headers = cx.req.headers();
-    let validators = |r: &mut HttpResponse| {
-        let h = r.headers_mut();
-        if !tag.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&tag) {
-                h.insert(header::ETAG, v);
-            }
-        }
-        if let Some(t) = lm {
-            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t)) {
-                h.insert(header::LAST_MODIFIED, v);
-            }
-        }
-    };
     // With ETags off, entity-tag conditions compare against a tag that never
     // matches a well-formed one.
-    let cmp_tag = if rep.etag { tag.as_str() } else { "\"\u{0}\"" };
+    let cmp_tag = if info.etag.is_empty() {
+        "\"\u{0}\""
+    } else {
+        info.etag.as_str()
+    };
     match conditional::evaluate(headers, cmp_tag, lm) {
         Precondition::NotModified => {
             let mut r = HttpResponse::NotModified().finish();
-            validators(&mut r);
+            info.validators(&mut r);
             return r;
         }
         Precondition::Failed => return error_response(StatusCode::PRECONDITION_FAILED),
         Precondition::Proceed => {}
     }
-    let ctype = rep.content_type.clone();
+    let ctype = info.content_type.clone();
     let is_get = cx.req.method() == Method::GET;
     let ranges = match headers.get(header::RANGE) {
         Some(v) if is_get && conditional::if_range(headers, cmp_tag, lm) => {
@@ -365,13 +556,17 @@ pub fn serve_file(
         }
         RangeRequest::Ranges(rs) if rs.len() == 1 => {
             let br = rs[0];
-            let mut r = HttpResponse::PartialContent().body(FileBody::new(
-                file,
-                smallvec![Segment::File {
-                    offset: br.start,
-                    len: br.len
-                }],
-            ));
+            let mut r = match source {
+                Source::Memory(b) => HttpResponse::PartialContent()
+                    .body(b.slice(br.start as usize..(br.start + br.len) as usize)),
+                Source::File(file) => HttpResponse::PartialContent().body(FileBody::new(
+                    file,
+                    smallvec![Segment::File {
+                        offset: br.start,
+                        len: br.len
+                    }],
+                )),
+            };
             if let Ok(v) =
                 HeaderValue::from_str(&format!("bytes {}-{}/{size}", br.start, br.last()))
             {
@@ -398,7 +593,7 @@ pub fn serve_file(
                 });
             }
             segs.push(Segment::Bytes(Bytes::from(format!("\r\n--{b}--\r\n"))));
-            let mut r = HttpResponse::PartialContent().body(FileBody::new(file, segs));
+            let mut r = HttpResponse::PartialContent().body(FileBody::with_source(source, segs));
             if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={b}")) {
                 r.headers_mut().insert(header::CONTENT_TYPE, v);
             }
@@ -407,31 +602,32 @@ pub fn serve_file(
         RangeRequest::Ignore => {
             let mut r = if !is_get {
                 HttpResponse::Ok().body(HeadBody(size))
-            } else if size <= SMALL_FILE {
-                let mut buf = Vec::with_capacity(size as usize);
-                match file.by_ref().take(size).read_to_end(&mut buf) {
-                    Ok(_) => HttpResponse::Ok().body(buf),
-                    Err(e) => {
-                        tracing::warn!(path = %cx.path(), error = %e, "read failed");
-                        return error_response(StatusCode::INTERNAL_SERVER_ERROR);
-                    }
-                }
             } else {
-                HttpResponse::Ok().body(FileBody::new(
-                    file,
-                    smallvec![Segment::File {
-                        offset: 0,
-                        len: size
-                    }],
-                ))
+                match source {
+                    Source::Memory(b) => HttpResponse::Ok().body(b),
+                    Source::File(file) if size <= SMALL_FILE => match read_whole(&file, size) {
+                        Ok(buf) => HttpResponse::Ok().body(buf),
+                        Err(e) => {
+                            tracing::warn!(path = %cx.path(), error = %e, "read failed");
+                            return error_response(StatusCode::INTERNAL_SERVER_ERROR);
+                        }
+                    },
+                    Source::File(file) => HttpResponse::Ok().body(FileBody::new(
+                        file,
+                        smallvec![Segment::File {
+                            offset: 0,
+                            len: size
+                        }],
+                    )),
+                }
             };
             r.headers_mut().insert(header::CONTENT_TYPE, ctype);
             r
         }
     };
     r.headers_mut().insert(header::ACCEPT_RANGES, BYTES);
-    validators(&mut r);
-    for (k, v) in rep.headers {
+    info.validators(&mut r);
+    for (k, v) in extra {
         r.headers_mut().insert(k.clone(), v.clone());
     }
     r

@@ -178,7 +178,10 @@ mod tests {
         assert_eq!(parse("bytes=-0", 3), RangeRequest::Unsatisfiable);
         assert_eq!(parse("bytes=0-", 0), RangeRequest::Ignore);
         // beyond u64: first-pos past any file, suffix covering the whole file
-        assert_eq!(parse("bytes=99999999999999999999999-", 100), RangeRequest::Unsatisfiable);
+        assert_eq!(
+            parse("bytes=99999999999999999999999-", 100),
+            RangeRequest::Unsatisfiable
+        );
         assert_eq!(parse("bytes=-99999999999999999999999", 100), r(&[(0, 100)]));
     }
 

@@ -1,0 +1,834 @@
+#!/usr/bin/env python3
+"""Side-by-side static-file benchmark: Tessera against nginx, lighttpd and h2o.
+
+Run it through `benches/run.sh` (which installs the tools and builds Tessera);
+`benches/run.sh --help` lists the options. What it does:
+
+- writes a fair production configuration for each server into a temporary
+  directory (worker count = cores, sendfile, open-file cache, keep-alive, access
+  log off for throughput runs and on, buffered, for the logging runs) and serves
+  one document root on 127.0.0.1 from all of them: `../shared/bench/make-docroot.sh`
+  plus a tree of 10,000 small files (`/many/dNN/fNN.html`);
+- checks every URL a test loads on every server (status 200, the exact bytes of
+  the file, the demo pipeline's headers): a fast wrong answer is a failure;
+- runs the test matrix in interleaved rounds (for each round, each test, each
+  server: A B C, A B C, ...) so that drift on a noisy machine cancels;
+- measures requests per second (MiB/s for the large file), p99 latency, errors
+  (socket errors, non-2xx answers, short bodies), each server's CPU time per
+  request and per MiB (utime + stime from /proc for all of the server's
+  processes over the run) and its resident memory in the middle of the run;
+- prints and writes the medians (with min-max) and each server's ratio to nginx
+  as Markdown and JSON.
+
+Only 127.0.0.1 is loaded; every tool runs with a time limit.
+"""
+
+import argparse
+import datetime
+import hashlib
+import http.client
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+HZ = os.sysconf("SC_CLK_TCK")
+MIB = 1024 * 1024
+CORES = os.cpu_count() or 1
+ALL_SERVERS = ["nginx", "lighttpd", "h2o", "tessera"]
+
+# --------------------------------------------------------------------------
+# The test matrix. `variant` selects the server configurations: "plain" (no
+# access log), "log" (Combined Log Format, buffered), "pipeline" (the demo
+# pipeline: headers + expires + access log; nginx and Tessera only).
+
+
+class Test:
+    def __init__(self, name, desc, tool, path=None, conns=0, variant="plain",
+                 quick=False, keepalive=True, metric="rps"):
+        self.name, self.desc, self.tool, self.path = name, desc, tool, path
+        self.conns, self.variant, self.quick = conns, variant, quick
+        self.keepalive, self.metric = keepalive, metric
+
+
+TESTS = [
+    Test("index-c10", "wrk c=10, 151 B index.html, keep-alive", "wrk", "/index.html", 10, quick=True),
+    Test("index-c100", "wrk c=100, index.html", "wrk", "/index.html", 100, quick=True),
+    Test("index-c1000", "wrk c=1000, index.html", "wrk", "/index.html", 1000, quick=True),
+    Test("index-c10000", "wrk c=10000, index.html", "wrk", "/index.html", 10000),
+    Test("small-c100", "wrk c=100, 468 B small.html", "wrk", "/small.html", 100),
+    Test("anchor-c50", "wrk c=50, 523 B png", "wrk", "/img/anchor.png", 50),
+    Test("sprite-c50", "wrk c=50, 13,263 B png", "wrk", "/img/sprite.png", 50),
+    Test("logo-c50", "wrk c=50, 23,619 B png", "wrk", "/img/logo.png", 50, quick=True),
+    Test("100mb-c4", "wrk c=4, 100 MiB file (MiB/s)", "wrk", "/100mb.test", 4, quick=True, metric="mibs"),
+    Test("ab-c50", "ab c=50, no keep-alive, index.html", "ab", "/index.html", 50, quick=True, keepalive=False),
+    Test("ab-k-c50", "ab -k c=50, 523 B png", "ab", "/img/anchor.png", 50),
+    Test("httperf", "httperf 1000 conns x 100 calls, fixed rate, index.html", "httperf", "/index.html", 0, quick=True),
+    Test("random10k-c100", "wrk c=100, 10,000 small files in random order", "wrk-random", None, 100, quick=True),
+    Test("log-index-c100", "access log on (combined), wrk c=100, index.html", "wrk", "/index.html", 100, "log", quick=True),
+    Test("log-random10k-c100", "access log on, 10,000 random small files", "wrk-random", None, 100, "log"),
+    Test("pipeline-index-c100", "demo pipeline (headers+expires+access log), wrk c=100", "wrk", "/index.html", 100, "pipeline", quick=True),
+]
+
+VARIANT_SERVERS = {
+    "plain": ALL_SERVERS,
+    "log": ALL_SERVERS,
+    "pipeline": ["nginx", "tessera"],
+}
+
+# --------------------------------------------------------------------------
+# Document root
+
+
+def make_docroot(root):
+    script = os.path.join(REPO, "..", "shared", "bench", "make-docroot.sh")
+    if not os.path.exists(script):
+        sys.exit(f"harness: {script} not found (the shared benchmark document root script)")
+    subprocess.run(["bash", script, root], check=True, stdout=subprocess.DEVNULL)
+    rnd = random.Random(4)
+    for d in range(100):
+        dd = os.path.join(root, "many", f"d{d:02d}")
+        os.makedirs(dd, exist_ok=True)
+        for f in range(100):
+            n = rnd.randint(100, 4000)
+            head = f"<html><body><p>file {d:02d}/{f:02d}</p>"
+            tail = "</body></html>\n"
+            with open(os.path.join(dd, f"f{f:02d}.html"), "w") as fh:
+                fh.write(head + "y" * max(0, n - len(head) - len(tail)) + tail)
+    os.chmod(root, 0o755)
+
+
+# --------------------------------------------------------------------------
+# Server configurations
+
+
+COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i"'
+
+
+def nginx_conf(w, port, root, variant):
+    log = "access_log off;"
+    extra = ""
+    if variant in ("log", "pipeline"):
+        log = f"access_log {w}/access.log combined buffer=64k flush=1s;"
+    if variant == "pipeline":
+        # The demo configuration of conf/server.toml: two headers on every
+        # response, Expires by URL prefix, then by MIME type.
+        extra = """
+    map $sent_http_content_type $expires_by_type {
+        default off;
+        ~^text/html 5m;
+        ~^text/css 1d;
+    }"""
+        loc = """
+        location / {
+            add_header X-Content-Type-Options nosniff always;
+            add_header X-Frame-Options SAMEORIGIN always;
+            expires $expires_by_type;
+        }
+        location /img/ {
+            add_header X-Content-Type-Options nosniff always;
+            add_header X-Frame-Options SAMEORIGIN always;
+            expires 30d;
+        }"""
+    else:
+        loc = "location / { }"
+    return f"""
+worker_processes {CORES};
+worker_rlimit_nofile 20000;
+daemon off;
+pid {w}/nginx.pid;
+error_log {w}/error.log error;
+events {{ worker_connections 16384; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 65;
+    keepalive_requests 10000000;
+    open_file_cache max=20000 inactive=20s;
+    open_file_cache_valid 1s;
+    open_file_cache_min_uses 1;
+    open_file_cache_errors on;
+    server_tokens off;
+    client_body_temp_path {w}/body;
+    proxy_temp_path {w}/proxy;
+    fastcgi_temp_path {w}/fastcgi;
+    uwsgi_temp_path {w}/uwsgi;
+    scgi_temp_path {w}/scgi;
+    {log}{extra}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        root {root};
+        index index.html;
+        {loc}
+    }}
+}}
+"""
+
+
+def lighttpd_conf(w, port, root, variant):
+    mods = ["mod_accesslog"] if variant != "plain" else []
+    log = ""
+    if variant != "plain":
+        log = f'accesslog.filename = "{w}/access.log"\naccesslog.format = "{COMBINED.replace(chr(34), chr(92) + chr(34))}"\n'
+    return f"""
+server.document-root = "{root}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.pid-file = "{w}/lighttpd.pid"
+server.errorlog = "{w}/error.log"
+server.modules = ({", ".join('"' + m + '"' for m in mods)})
+server.max-worker = {CORES}
+server.max-fds = 20000
+server.max-connections = 16384
+server.max-keep-alive-requests = 10000000
+server.max-keep-alive-idle = 65
+server.network-backend = "sendfile"
+server.stat-cache-engine = "simple"
+server.tag = ""
+index-file.names = ("index.html")
+mimetype.assign = (".html" => "text/html", ".png" => "image/png", ".test" => "application/octet-stream", "" => "application/octet-stream")
+{log}"""
+
+
+def h2o_conf(w, port, root, variant):
+    log = ""
+    if variant != "plain":
+        log = f'access-log:\n  path: {w}/access.log\n  format: \'{COMBINED.replace("%>s", "%s")}\'\n'
+    return f"""user: root
+num-threads: {CORES}
+max-connections: 16384
+pid-file: {w}/h2o.pid
+error-log: {w}/error.log
+http1-request-timeout: 65
+listen:
+  host: 127.0.0.1
+  port: {port}
+{log}hosts:
+  default:
+    paths:
+      /:
+        file.dir: {root}
+"""
+
+
+# Lines added to Tessera's [vhost.static-file] (the harness's --tessera-static).
+# nginx gets `open_file_cache_valid 1s`, so Tessera gets the same bound.
+TESSERA_STATIC = "open-file-cache-valid = 1000"
+
+
+def tessera_conf(w, port, root, variant):
+    modules = {
+        "plain": '["static-file"]',
+        "log": '["access-log", "static-file"]',
+        "pipeline": '["access-log", "headers", "expires", "static-file"]',
+    }[variant]
+    conf = f"""[server]
+listen = ["127.0.0.1:{port}"]
+workers = {CORES}
+keep-alive = 65
+max-connections = 16384
+shutdown-timeout = 1
+log-level = "warn"
+
+[[vhost]]
+server-names = ["127.0.0.1", "localhost"]
+default = true
+document-root = "{root}"
+modules = {modules}
+
+[vhost.static-file]
+index-files = ["index.html"]
+{TESSERA_STATIC}
+"""
+    if variant != "plain":
+        conf += f'\n[vhost.access-log]\npath = "{w}/access.log"\nformat = "combined"\n'
+    if variant == "pipeline":
+        conf += """
+[vhost.headers]
+set = { "X-Content-Type-Options" = "nosniff", "X-Frame-Options" = "SAMEORIGIN" }
+
+[vhost.expires]
+url = { "/img/" = "access plus 30 days" }
+mime-types = { "text/css" = "access plus 1 days", "text/html" = "access plus 5 minutes" }
+"""
+    return conf
+
+
+def server_cmd(name, conf, tessera_bin):
+    return {
+        "nginx": ["nginx", "-c", conf],
+        "lighttpd": ["lighttpd", "-D", "-f", conf],
+        "h2o": ["h2o", "-c", conf],
+        "tessera": [tessera_bin, "-c", conf],
+    }[name]
+
+
+CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+STARTED = []
+
+
+class Server:
+    def __init__(self, name, variant, work, root, tessera_bin):
+        self.name, self.variant = name, variant
+        self.dir = os.path.join(work, f"{name}-{variant}")
+        os.makedirs(self.dir, exist_ok=True)
+        os.chmod(self.dir, 0o777)
+        self.port = free_port()
+        ext = "toml" if name == "tessera" else "conf"
+        self.conf = os.path.join(self.dir, f"{name}.{ext}")
+        with open(self.conf, "w") as f:
+            f.write(CONF_WRITERS[name](self.dir, self.port, root, variant))
+        self.cmd = server_cmd(name, self.conf, tessera_bin)
+        self.proc = None
+
+    def start(self):
+        out = open(os.path.join(self.dir, "stdout"), "w")
+        err = open(os.path.join(self.dir, "stderr"), "w")
+        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, cwd=self.dir)
+        STARTED.append(self)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    time.sleep(0.2)  # let every worker come up
+                    return True
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        sys.stderr.write(f"harness: {self.name} ({self.variant}) did not start:\n")
+        for f in ("stderr", "stdout", "error.log"):
+            p = os.path.join(self.dir, f)
+            if os.path.exists(p):
+                sys.stderr.write(open(p).read()[-2000:])
+        return False
+
+    def stop(self):
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+    def pids(self):
+        """The server's process and all its descendants."""
+        children = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(d))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo.extend(children.get(p, []))
+        return out
+
+    def cpu_ticks(self):
+        total = 0
+        for p in self.pids():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            fields = st[st.rindex(")") + 2:].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total
+
+    def rss_kib(self):
+        total = 0
+        for p in self.pids():
+            try:
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1])
+            except OSError:
+                continue
+        return total
+
+
+# --------------------------------------------------------------------------
+# Correctness checks
+
+
+def fetch(port, path, keep=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", path, headers={"Host": "localhost"})
+        r = c.getresponse()
+        h = hashlib.sha256()
+        n = 0
+        while True:
+            b = r.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), h.hexdigest(), n
+    finally:
+        c.close()
+
+
+def file_sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def check(server, test, root, shas):
+    """Problems with the answers of `server` for the URLs of `test` ([] = none)."""
+    paths = [test.path] if test.path else [f"/many/d{random.randrange(100):02d}/f{random.randrange(100):02d}.html" for _ in range(20)]
+    problems = []
+    for p in paths:
+        fpath = os.path.join(root, p.lstrip("/"))
+        if fpath not in shas:
+            shas[fpath] = file_sha(fpath)
+        try:
+            status, hdr, sha, n = fetch(server.port, p)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{p}: {e}")
+            continue
+        if status != 200:
+            problems.append(f"{p}: status {status}")
+        elif sha != shas[fpath]:
+            problems.append(f"{p}: body differs from the file ({n} bytes)")
+        if test.variant == "pipeline":
+            if hdr.get("x-content-type-options") != "nosniff" or hdr.get("x-frame-options") != "SAMEORIGIN":
+                problems.append(f"{p}: demo headers missing")
+            if "max-age=300" not in hdr.get("cache-control", ""):
+                problems.append(f"{p}: Cache-Control {hdr.get('cache-control')!r}, want max-age=300")
+    return problems
+
+
+def file_size(root, test):
+    if not test.path:
+        return 100  # the smallest file of the random tree
+    return os.path.getsize(os.path.join(root, test.path.lstrip("/")))
+
+
+# --------------------------------------------------------------------------
+# Load generators
+
+
+def run_wrk(server, test, secs, timeout):
+    url = f"http://127.0.0.1:{server.port}{test.path or '/'}"
+    script = os.path.join(HERE, "wrk", "random.lua" if test.tool == "wrk-random" else "report.lua")
+    threads = max(1, min(CORES, test.conns))
+    cmd = ["wrk", f"-t{threads}", f"-c{test.conns}", f"-d{secs}s", "--timeout", "5s", "-s", script, url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+    m = re.search(r"WRKJSON (\{.*\})", out)
+    if not m:
+        raise RuntimeError(f"wrk printed no summary: {out[-500:]}")
+    j = json.loads(m.group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    dur = j["duration_us"] / 1e6
+    errors = j["connect"] + j["read"] + j["write"] + j["timeout"] + j["status"]
+    if non2xx:
+        errors = max(errors, j["connect"] + j["read"] + j["write"] + j["timeout"] + int(non2xx.group(1)))
+    return {
+        "requests": j["requests"], "bytes": j["bytes"], "secs": dur,
+        "rps": j["requests"] / dur, "mibs": j["bytes"] / dur / MIB,
+        "p99_ms": j["p99"] / 1000, "errors": errors,
+        "socket_errors": {k: j[k] for k in ("connect", "read", "write", "timeout")},
+    }
+
+
+def run_ab(server, test, secs, timeout):
+    url = f"http://127.0.0.1:{server.port}{test.path}"
+    cmd = ["ab", "-q", "-r", "-t", str(secs), "-n", "100000000", "-c", str(test.conns)]
+    if test.keepalive:
+        cmd.append("-k")
+    cmd.append(url)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+
+    def num(pat, default=0.0):
+        m = re.search(pat, out)
+        return float(m.group(1)) if m else default
+
+    reqs = int(num(r"Complete requests:\s+(\d+)"))
+    dur = num(r"Time taken for tests:\s+([\d.]+)", 1.0)
+    failed = int(num(r"Failed requests:\s+(\d+)"))
+    non2xx = int(num(r"Non-2xx responses:\s+(\d+)"))
+    total = num(r"Total transferred:\s+(\d+)")
+    if reqs == 0:
+        raise RuntimeError(f"ab completed no request: {out[-500:]}")
+    return {
+        "requests": reqs, "bytes": total, "secs": dur, "rps": reqs / dur,
+        "mibs": total / dur / MIB, "p99_ms": num(r"\n\s+99%\s+(\d+)"),
+        "errors": failed + non2xx,
+    }
+
+
+def run_httperf(server, test, conns, timeout):
+    rate = max(1, conns // 4)  # about four seconds at full size
+    cmd = ["httperf", "--hog", "--server", "127.0.0.1", "--port", str(server.port), "--uri", test.path,
+           f"--num-conns={conns}", "--num-calls=100", f"--rate={rate}", "--timeout=5"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+
+    def num(pat, default=0.0):
+        m = re.search(pat, out)
+        return float(m.group(1)) if m else default
+
+    replies = int(num(r"replies (\d+)"))
+    dur = num(r"test-duration ([\d.]+) s", 1.0)
+    errors = int(num(r"Errors: total (\d+)"))
+    status_ok = int(num(r"2xx=(\d+)"))
+    errors += replies - status_ok
+    errors += int(num(r"requests (\d+)")) - replies
+    if replies == 0:
+        raise RuntimeError(f"httperf got no reply: {out[-500:]}")
+    return {
+        "requests": replies, "bytes": 0, "secs": dur,
+        "rps": replies / dur, "mibs": 0.0,
+        "p99_ms": None, "reply_ms": num(r"Reply time \[ms\]: response ([\d.]+)"),
+        "errors": errors,
+    }
+
+
+def measure(server, test, args, root):
+    secs = args.duration
+    limit = secs + 60
+    t0 = server.cpu_ticks()
+    start = time.time()
+    rss = [0]
+
+    # sample RSS in the middle of the run from a helper thread
+    import threading
+
+    def sample():
+        time.sleep(secs / 2)
+        rss[0] = server.rss_kib()
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    if test.tool in ("wrk", "wrk-random"):
+        r = run_wrk(server, test, secs, limit)
+    elif test.tool == "ab":
+        r = run_ab(server, test, secs, limit)
+    else:
+        r = run_httperf(server, test, args.httperf_conns, limit)
+    th.join(timeout=5)
+    cpu_s = (server.cpu_ticks() - t0) / HZ
+    r["wall"] = time.time() - start
+    r["cpu_s"] = cpu_s
+    r["cpu_us_per_req"] = cpu_s * 1e6 / max(1, r["requests"])
+    r["cpu_ms_per_mib"] = cpu_s * 1e3 / (r["bytes"] / MIB) if r["bytes"] else None
+    r["rss_mib"] = rss[0] / 1024
+    # A short body is a wrong answer: every response must carry the whole file.
+    if test.tool in ("wrk",) and test.path and r["requests"]:
+        need = file_size(root, test)
+        got = r["bytes"] / r["requests"]
+        if got < need:
+            r["errors"] += r["requests"]
+            r["short_bodies"] = True
+    return r
+
+
+def warm(server, test):
+    if test.tool in ("wrk", "wrk-random", "ab"):
+        t = Test(test.name, "", "wrk" if test.tool == "ab" else test.tool, test.path, max(4, min(test.conns, 100)))
+        try:
+            run_wrk(server, t, 1, 30)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# --------------------------------------------------------------------------
+# Report
+
+
+def fmt_num(x):
+    if x is None:
+        return "-"
+    if x >= 100000:
+        return f"{x / 1000:.0f}k"
+    if x >= 1000:
+        return f"{x / 1000:.1f}k"
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def summarize(results, tests, servers):
+    summary = []
+    for t in tests:
+        row = {"test": t.name, "desc": t.desc, "metric": t.metric, "servers": {}}
+        for s in servers:
+            runs = results.get((t.name, s))
+            if not runs:
+                continue
+            ok = [r for r in runs if "failed" not in r]
+            if not ok:
+                row["servers"][s] = {"failed": runs[0]["failed"], "errors": None}
+                continue
+            vals = [r[t.metric] for r in ok]
+            p99 = [r["p99_ms"] for r in ok if r.get("p99_ms") is not None]
+            cpu = [r["cpu_us_per_req"] for r in ok]
+            cpum = [r["cpu_ms_per_mib"] for r in ok if r.get("cpu_ms_per_mib")]
+            row["servers"][s] = {
+                "median": statistics.median(vals), "min": min(vals), "max": max(vals),
+                "p99_ms": statistics.median(p99) if p99 else None,
+                "errors": sum(r["errors"] for r in ok),
+                "cpu_us_per_req": statistics.median(cpu),
+                "cpu_ms_per_mib": statistics.median(cpum) if cpum else None,
+                # the first round's: later rounds follow c=10000, whose buffers
+                # some servers keep
+                "rss_mib": ok[0]["rss_mib"],
+                "check": runs[0].get("check", []),
+                "rounds": vals,
+            }
+        base = row["servers"].get("nginx", {}).get("median")
+        for s, v in row["servers"].items():
+            if base and v.get("median") is not None:
+                v["ratio"] = v["median"] / base
+            if base and v.get("cpu_us_per_req") is not None and row["servers"]["nginx"].get("cpu_us_per_req"):
+                v["cpu_ratio"] = v["cpu_us_per_req"] / row["servers"]["nginx"]["cpu_us_per_req"]
+        summary.append(row)
+    return summary
+
+
+def markdown(meta, summary, servers):
+    lines = [f"Benchmark of {meta['date']} ({meta['mode']} mode, {meta['rounds']} interleaved round(s) of "
+             f"{meta['duration']} s per test and server), on {meta['machine']}.",
+             "",
+             "Throughput: median req/s (MiB/s for the 100 MiB file) [min-max over rounds], ×ratio to nginx.",
+             "",
+             "| test | " + " | ".join(servers) + " |",
+             "|---|" + "---|" * len(servers)]
+    for row in summary:
+        cells = []
+        for s in servers:
+            v = row["servers"].get(s)
+            if not v:
+                cells.append("")
+            elif "median" not in v:
+                cells.append("FAILED")
+            else:
+                c = f"{fmt_num(v['median'])} [{fmt_num(v['min'])}-{fmt_num(v['max'])}]"
+                if s != "nginx" and v.get("ratio"):
+                    c += f" ×{v['ratio']:.2f}"
+                if v["errors"]:
+                    c += f" **{v['errors']} errors**"
+                if v.get("check"):
+                    c += " **wrong answers**"
+                cells.append(c)
+        lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
+    lines += ["", "p99 latency (ms) · server CPU per request (µs; per MiB in ms for the 100 MiB file) with ×ratio to nginx · RSS in the middle of the first round's run (MiB).", "",
+              "| test | " + " | ".join(servers) + " |", "|---|" + "---|" * len(servers)]
+    for row in summary:
+        cells = []
+        for s in servers:
+            v = row["servers"].get(s)
+            if not v or "median" not in v:
+                cells.append("")
+                continue
+            lat = f"{v['p99_ms']:.2f}" if v.get("p99_ms") is not None else "-"
+            if row["metric"] == "mibs":
+                cpu = f"{v['cpu_ms_per_mib']:.2f} ms/MiB" if v.get("cpu_ms_per_mib") else "-"
+            else:
+                cpu = f"{v['cpu_us_per_req']:.1f} µs"
+            if s != "nginx" and v.get("cpu_ratio") and row["metric"] != "mibs":
+                cpu += f" (×{v['cpu_ratio']:.2f})"
+            cells.append(f"{lat} · {cpu} · {v['rss_mib']:.0f}")
+        lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
+    if meta.get("idle_rss_mib"):
+        lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k} {v}" for k, v in meta["idle_rss_mib"].items()) + "."]
+    lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + "."]
+    problems = [(row["test"], s, v["check"]) for row in summary for s, v in row["servers"].items() if v.get("check")]
+    for t, s, p in problems:
+        lines.append(f"- wrong answers from {s} in {t}: {'; '.join(p[:3])}")
+    return "\n".join(lines) + "\n"
+
+
+def version_of(cmd, pat=r"([\d.]+)"):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        m = re.search(pat, out.stdout + out.stderr)
+        return m.group(1) if m else "?"
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = 0
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) // 1024 // 1024
+    return f"{CORES} cores ({model}), {mem} GiB, Linux {platform.release()}; the load generator runs on the same cores"
+
+
+# --------------------------------------------------------------------------
+
+
+def on_signal(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main():
+    global TESSERA_STATIC
+    signal.signal(signal.SIGTERM, on_signal)
+    ap = argparse.ArgumentParser(description="Side-by-side static-file benchmark (see benches/run.sh)")
+    ap.add_argument("--tessera", required=True, help="the tessera binary (release build)")
+    ap.add_argument("--quick", action="store_true", help="fewer tests, 1 round, 2 s per run")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--duration", type=int, help="seconds per run")
+    ap.add_argument("--tests", help="comma-separated test names (default: the mode's set)")
+    ap.add_argument("--servers", help="comma-separated servers (default: every installed one)")
+    ap.add_argument("--tessera-static", help="TOML lines for Tessera's [vhost.static-file] "
+                    f"(default {TESSERA_STATIC!r})")
+    ap.add_argument("--out", default=os.path.join(REPO, "target", "bench"), help="directory for results.md/json")
+    args = ap.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.duration = args.duration or (2 if args.quick else 4)
+    args.httperf_conns = 300 if args.quick else 1000
+    if args.tessera_static is not None:
+        TESSERA_STATIC = args.tessera_static.replace("\\n", "\n")
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    tests = [t for t in TESTS if (t.quick or not args.quick)]
+    if args.tests:
+        want = args.tests.split(",")
+        unknown = [w for w in want if w not in {t.name for t in TESTS}]
+        if unknown:
+            sys.exit(f"harness: unknown tests {unknown}; known: {[t.name for t in TESTS]}")
+        tests = [t for t in TESTS if t.name in want]
+    if hard < 20100:
+        tests = [t for t in tests if t.conns < 10000] if hard < 10100 else tests
+    installed = [s for s in ALL_SERVERS if s == "tessera" or shutil.which(s)]
+    servers = args.servers.split(",") if args.servers else installed
+    servers = [s for s in ALL_SERVERS if s in servers and s in installed]
+
+    work = tempfile.mkdtemp(prefix="tessera-bench-")
+    os.chmod(work, 0o755)
+    root = os.path.join(work, "www")
+    print(f"harness: document root {root}; {len(tests)} tests x {len(servers)} servers x {args.rounds} rounds of {args.duration} s", flush=True)
+    make_docroot(root)
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "quick" if args.quick else "full", "rounds": args.rounds, "duration": args.duration,
+        "machine": machine(), "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
+        "versions": {
+            "nginx": version_of(["nginx", "-v"], r"nginx/([\d.]+)"),
+            "lighttpd": version_of(["lighttpd", "-v"], r"lighttpd/([\d.]+)"),
+            "h2o": version_of(["h2o", "-v"], r"h2o version ([\d.]+)"),
+            "tessera": version_of([args.tessera, "--version"]),
+            "wrk": version_of(["wrk", "-v"], r"wrk (\S+)"),
+        },
+    }
+    meta["versions"] = {k: v for k, v in meta["versions"].items() if k in servers or k == "wrk"}
+    results = {}
+    shas = {}
+    try:
+        for variant in ("plain", "log", "pipeline"):
+            vtests = [t for t in tests if t.variant == variant]
+            vservers = [s for s in servers if s in VARIANT_SERVERS[variant]]
+            if not vtests or not vservers:
+                continue
+            running = []
+            for s in vservers:
+                srv = Server(s, variant, work, root, args.tessera)
+                if srv.start():
+                    running.append(srv)
+                else:
+                    for t in vtests:
+                        results[(t.name, s)] = [{"failed": "did not start"}]
+            print(f"harness: {variant}: started {', '.join(f'{s.name}:{s.port}' for s in running)}", flush=True)
+            if variant == "plain":
+                meta["idle_rss_mib"] = {s.name: round(s.rss_kib() / 1024, 1) for s in running}
+            checked = {}
+            for t in vtests:
+                for srv in running:
+                    checked[(t.name, srv.name)] = check(srv, t, root, shas)
+                    if checked[(t.name, srv.name)]:
+                        print(f"harness: {srv.name} {t.name}: WRONG ANSWERS: {checked[(t.name, srv.name)][:3]}", flush=True)
+            for rnd in range(args.rounds):
+                for t in vtests:
+                    for srv in running:
+                        if rnd == 0:
+                            warm(srv, t)
+                        try:
+                            r = measure(srv, t, args, root)
+                        except Exception as e:  # noqa: BLE001
+                            r = {"failed": str(e)[:300]}
+                        r["check"] = checked[(t.name, srv.name)]
+                        results.setdefault((t.name, srv.name), []).append(r)
+                        if "failed" in r:
+                            print(f"  round {rnd + 1} {t.name:22} {srv.name:9} FAILED: {r['failed']}", flush=True)
+                        else:
+                            val = r[t.metric]
+                            unit = "MiB/s" if t.metric == "mibs" else "req/s"
+                            p99 = f"{r['p99_ms']:.2f} ms" if r.get("p99_ms") is not None else "-"
+                            print(f"  round {rnd + 1} {t.name:22} {srv.name:9} {val:10.0f} {unit}  p99 {p99:>9}  "
+                                  f"cpu {r['cpu_us_per_req']:6.1f} us/req  errors {r['errors']}  rss {r['rss_mib']:.0f} MiB", flush=True)
+            for srv in running:
+                srv.stop()
+    finally:
+        for srv in STARTED:
+            srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    summary = summarize(results, tests, servers)
+    os.makedirs(args.out, exist_ok=True)
+    md = markdown(meta, summary, servers)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "tests": summary,
+                   "runs": {f"{k[0]}/{k[1]}": v for k, v in results.items()}}, f, indent=1)
+    print()
+    print(md)
+    print(f"harness: wrote {args.out}/results.md and results.json")
+
+
+if __name__ == "__main__":
+    main()
