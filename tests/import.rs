@@ -15,14 +15,23 @@ use crate::util::{bin, Response, Server, TempDir};
 
 const LIGHTTPD: &str = "/usr/sbin/lighttpd";
 
+/// The legacy configurations: `../shared/legacy-configs` beside the clone when
+/// present (the project's shared test data), else the copy kept in the
+/// repository (`import/tests/data/legacy-configs`, identical), so that a fresh
+/// clone tests the same files.
 fn legacy_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(
+    let shared = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../shared/legacy-configs"
     ));
+    let copy = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/import/tests/data/legacy-configs"
+    ));
+    let d = if shared.is_dir() { shared } else { copy };
     assert!(
         d.is_dir(),
-        "{} is missing: the legacy configurations are test data (shared/ beside the clone)",
+        "{} is missing: the legacy configurations are test data",
         d.display()
     );
     d

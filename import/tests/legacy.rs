@@ -9,14 +9,22 @@ use std::path::{Path, PathBuf};
 use tessera_import::{import, Imported, Options, Outcome, Source};
 use toml::Value;
 
+/// `../shared/legacy-configs` beside the clone when present (the project's
+/// shared test data), else the identical copy in `tests/data/legacy-configs`,
+/// so that a fresh clone tests the same files.
 fn legacy() -> PathBuf {
-    let d = PathBuf::from(concat!(
+    let shared = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/legacy-configs"
     ));
+    let copy = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/legacy-configs"
+    ));
+    let d = if shared.is_dir() { shared } else { copy };
     assert!(
         d.is_dir(),
-        "{} is missing: the legacy configurations are test data (shared/ beside the clone)",
+        "{} is missing: the legacy configurations are test data",
         d.display()
     );
     d
