@@ -1291,7 +1291,7 @@ fn b41_one_coherent_cache_policy() {
             "\"headers\", \"expires\", \"static-file\"",
             &format!(
                 "[vhost.headers]\n{op} = {{ \"Cache-Control\" = \"public, must-revalidate\" }}\n\
-                 [vhost.expires]\nmime-types = {{ \"image/png\" = \"access plus 30 days\" }}\n"
+                 [vhost.expires]\nmime-types = {{ \"image/png\" = \"access plus 30 days\" }}\nexisting-cache-control = \"merge\"\n"
             ),
             |d| {
                 d.write("www/logo.png", "\u{89}PNG");

@@ -235,10 +235,11 @@ fn split_word(s: &str) -> (&str, &str) {
 pub enum ExistingCacheControl {
     /// Leave it alone if it has `max-age`, `no-store` or `no-cache`; otherwise
     /// append `max-age=N` to the same single field (`public, must-revalidate,
-    /// max-age=2592000`, case B41) and set `Expires`. The default.
-    #[default]
+    /// max-age=2592000`, case B41) and set `Expires`.
     Merge,
-    /// Leave `Cache-Control` and `Expires` alone entirely (lighttpd's behaviour).
+    /// Leave `Cache-Control` and `Expires` alone entirely (lighttpd's
+    /// behaviour). The default.
+    #[default]
     Keep,
     /// Replace it with `max-age=N` and set `Expires`.
     Replace,
@@ -263,7 +264,7 @@ pub struct ExpiresConfig {
     #[serde(default, deserialize_with = "ordered_table")]
     pub mime_types: Vec<(String, String)>,
     /// What to do when the response already has `Cache-Control`:
-    /// `"merge"` (default), `"keep"` or `"replace"`; see [`ExistingCacheControl`].
+    /// `"keep"` (default), `"merge"` or `"replace"`; see [`ExistingCacheControl`].
     #[serde(default)]
     pub existing_cache_control: ExistingCacheControl,
 }
@@ -1028,13 +1029,21 @@ mod tests {
     #[test]
     fn existing_merge_appends_to_the_same_field() {
         // B41: one Cache-Control field, max-age merged with the extra directives.
-        let m = build(serde_json::json!({"url": {"/": "access plus 30 days"}})).unwrap();
+        let m = build(serde_json::json!({"url": {"/": "access plus 30 days"}, "existing-cache-control": "merge"})).unwrap();
         let before = now();
         let mut res = response(200, &[("cache-control", "public, must-revalidate")]);
         run(&m, "/logo.png", &mut res);
         assert_eq!(
             cache_control(&res).as_deref(),
             Some("public, must-revalidate, max-age=2592000")
+        );
+        // The default leaves an existing Cache-Control (and Expires) alone.
+        let keep = build(serde_json::json!({"url": {"/": "access plus 30 days"}})).unwrap();
+        let mut kept = response(200, &[("cache-control", "public, must-revalidate")]);
+        run(&keep, "/logo.png", &mut kept);
+        assert_eq!(
+            cache_control(&kept).as_deref(),
+            Some("public, must-revalidate")
         );
         assert_agree(&res, before);
 
