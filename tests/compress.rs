@@ -486,3 +486,21 @@ fn sidecars_of_non_compressible_sources_are_not_served() {
     assert_eq!(r.status, 404, "{}", r.text());
     assert!(!r.text().contains("secret"));
 }
+
+#[test]
+fn if_match_with_the_encoded_etag_holds() {
+    let s = site();
+    let gz = s.req("GET", "/app.css", &["Accept-Encoding: gzip"]);
+    let tag = gz.header("etag").unwrap().to_string();
+    let r = s.req(
+        "GET",
+        "/app.css",
+        &["Accept-Encoding: gzip", &format!("If-Match: {tag}")],
+    );
+    assert_eq!(r.status, 200, "If-Match {tag}");
+    assert_eq!(r.header("etag"), Some(tag.as_str()));
+    assert_eq!(
+        s.req("GET", "/app.css", &["If-Match: \"other\""]).status,
+        412
+    );
+}

@@ -65,6 +65,21 @@ fn date(headers: &HeaderMap, name: header::HeaderName) -> Option<SystemTime> {
     httpdate::parse_http_date(v.trim()).ok()
 }
 
+/// True when `tag` is `etag` or the tag of one of its content-coded variants
+/// (`"…-gzip"`, `"…-br"`, `"…-zstd"`, as the `compress` module makes them): the
+/// same file version, so If-Match holds for it (RFC 9110 §13.1.1 compares with
+/// the selected representation's tag).
+fn same_version(tag: &str, etag: &str) -> bool {
+    if tag == etag {
+        return true;
+    }
+    let (Some(t), Some(e)) = (tag.strip_suffix('"'), etag.strip_suffix('"')) else {
+        return false;
+    };
+    t.strip_prefix(e)
+        .is_some_and(|suffix| matches!(suffix, "-gzip" | "-br" | "-zstd"))
+}
+
 /// Evaluates If-Match, If-Unmodified-Since, If-None-Match and If-Modified-Since in
 /// the order of RFC 9110 §13.2.2, for a GET or HEAD of an existing representation.
 ///
@@ -81,7 +96,7 @@ pub fn evaluate(
     // Step 1: If-Match, strong comparison.
     if headers.contains_key(header::IF_MATCH) {
         let ok = is_star(headers, header::IF_MATCH)
-            || tags(headers, header::IF_MATCH).any(|(weak, t)| !weak && t == etag);
+            || tags(headers, header::IF_MATCH).any(|(weak, t)| !weak && same_version(t, etag));
         if !ok {
             return Precondition::Failed;
         }
@@ -174,6 +189,9 @@ mod tests {
         assert_eq!(e("\"abc\""), Precondition::Proceed);
         assert_eq!(e("*"), Precondition::Proceed);
         assert_eq!(e("W/\"abc\""), Precondition::Failed);
+        // the tag of a content-coded variant of the same version
+        assert_eq!(e("\"abc-gzip\""), Precondition::Proceed);
+        assert_eq!(e("\"abc-other\""), Precondition::Failed);
         assert_eq!(e("\"x\""), Precondition::Failed);
     }
 
