@@ -266,6 +266,8 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         })
         .unwrap_or(Path::new("."))
         .to_owned();
+    // Absolute, so that messages name the paths that were really tried.
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
     let top = value.as_object().ok_or_else(|| e.at("", "not a table"))?;
     let mut server = None;
     let mut vhost_values: &[Value] = &[];
