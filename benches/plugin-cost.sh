@@ -16,7 +16,9 @@ command -v wrk >/dev/null || { echo "wrk is required: apt-get install wrk" >&2; 
 target=${CARGO_TARGET_DIR:-target}
 cargo build --release --quiet -p tessera -p tessera-fixture-noop
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# Servers are started inside process substitutions (subshells), so their pids
+# are recorded in a file and killed on any exit.
+trap 'kill $(cat "$work/pids" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/www"
 printf '<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body bgcolor="white" text="black">\n<center><h1>Welcome to nginx!</h1></center>\n</body>\n</html>\n' > "$work/www/index.html"
 plugin=$(realpath "$target/release/libtessera_fixture_noop.so")
@@ -33,6 +35,7 @@ run() { # $1 = variant; prints "rps cpu_us_per_req"
   rm -f "$work/$1.out"
   "$target/release/tessera" -c "$work/$1.toml" > "$work/$1.out" 2>"$work/$1.err" &
   local pid=$!
+  echo "$pid" >> "$work/pids"
   for _ in $(seq 200); do grep -q listening "$work/$1.out" 2>/dev/null && break; sleep 0.05; done
   local addr; addr=$(sed -n 's/.*listening on //p' "$work/$1.out" | head -1)
   [ -n "$addr" ] || { echo "tessera did not start:" >&2; cat "$work/$1.err" >&2; exit 1; }

@@ -519,7 +519,17 @@ fn served_cn(addr: SocketAddr, sni: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn tls_server(d: &TempDir) -> (String, std::process::Child, SocketAddr, SocketAddr) {
+/// Kills the server when the test ends, also when an assertion fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tls_server(d: &TempDir) -> (String, KillOnDrop, SocketAddr, SocketAddr) {
     let dir = d.path();
     let (ac, ak) = cert(dir, "a", &["a.test"]);
     let (bc, bk) = cert(dir, "b", &["b.test", "*.b.test"]);
@@ -540,6 +550,7 @@ fn tls_server(d: &TempDir) -> (String, std::process::Child, SocketAddr, SocketAd
         .spawn()
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
+    let child = KillOnDrop(child);
     let (mut plain, mut tls) = (None, None);
     for _ in 0..2 {
         let mut line = String::new();
@@ -572,7 +583,7 @@ fn curl(args: &[&str]) -> String {
 #[test]
 fn tls_sni_http2_redirect_and_renewed_certificate() {
     let d = TempDir::new("tls");
-    let (_conf, mut child, plain, tls) = tls_server(&d);
+    let (_conf, child, plain, tls) = tls_server(&d);
     let port = tls.port();
     assert_eq!(served_cn(tls, "a.test"), "subject=CN = a.test");
     assert_eq!(served_cn(tls, "x.b.test"), "subject=CN = b.test");
@@ -626,7 +637,7 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
     let old_fp = fp("a.test");
     assert!(Command::new("kill")
         .arg("-HUP")
-        .arg(child.id().to_string())
+        .arg(child.0.id().to_string())
         .status()
         .unwrap()
         .success());
@@ -637,8 +648,7 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
             break;
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert_eq!(before, "subject=CN = a.test");
     assert!(
         changed,
