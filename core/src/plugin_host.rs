@@ -779,6 +779,13 @@ getter!(cb_peer, |hr| {
     out_str(&hr.scratch)
 });
 
+/// A status code from a plugin: 100 to 999 (RFC 9110 §15), else `None`.
+fn status_code(status: u32) -> Option<StatusCode> {
+    u16::try_from(status)
+        .ok()
+        .and_then(|s| StatusCode::from_u16(s).ok())
+}
+
 fn header_name(name: Str) -> Option<HeaderName> {
     // SAFETY: borrowed for the current call.
     HeaderName::from_bytes(unsafe { bytes(name) }).ok()
@@ -916,10 +923,7 @@ unsafe extern "C" fn cb_resp_set_status(req: *mut Req, status: u32) -> u32 {
         let Some(hr) = (unsafe { host_req(req) }) else {
             return abi::HOST_INVALID;
         };
-        let Ok(code) = u16::try_from(status)
-            .map_err(|_| ())
-            .and_then(|s| StatusCode::from_u16(s).map_err(|_| ()))
-        else {
+        let Some(code) = status_code(status) else {
             return abi::HOST_INVALID;
         };
         match hr.response() {
@@ -977,10 +981,7 @@ unsafe extern "C" fn cb_respond(req: *mut Req, status: u32, body: Str) -> u32 {
         let Some(hr) = (unsafe { host_req(req) }) else {
             return abi::HOST_INVALID;
         };
-        let Ok(code) = u16::try_from(status)
-            .map_err(|_| ())
-            .and_then(|s| StatusCode::from_u16(s).map_err(|_| ()))
-        else {
+        let Some(code) = status_code(status) else {
             return abi::HOST_INVALID;
         };
         let Some(slot) = hr.staged.as_deref_mut() else {
