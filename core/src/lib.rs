@@ -22,6 +22,7 @@
 //! ```
 
 pub mod config;
+pub mod conn;
 pub mod context;
 pub mod module;
 pub mod path;

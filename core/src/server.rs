@@ -1,4 +1,5 @@
-//! The actix-web server assembly and the request path: protocol checks, vhost
+//! The server assembly (actix-server listeners, actix-http connections with
+//! Tessera's timeouts, an actix-web App) and the request path: protocol checks, vhost
 //! selection, rule resolution, then the phases of the resolved pipeline.
 
 use std::pin::Pin;
@@ -11,8 +12,9 @@ use actix_web::dev::{fn_service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode, Version};
 use actix_web::web::Bytes;
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{App, HttpRequest, HttpResponse};
 use smallvec::SmallVec;
+use std::rc::Rc;
 
 use crate::config::{Config, ServerSettings};
 use crate::context::{request_host, Ctx, LogRecord};
@@ -58,7 +60,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         s.workers
     };
     let app_rt = rt.clone();
-    let mut server = HttpServer::new(move || {
+    let make_app = move || {
         let rt = app_rt.clone();
         App::new()
             .wrap(actix_web::middleware::Condition::new(
@@ -67,6 +69,9 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
                 let (req, _payload) = sreq.into_parts();
+                if let Some(clock) = req.conn_data::<Rc<crate::conn::ConnClock>>() {
+                    clock.begin();
+                }
                 let cfg = rt.current.load();
                 if may_block(&cfg, &req) {
                     return HandleFuture::Offloaded(Box::pin(offload(
@@ -77,30 +82,30 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 let res = handle(&cfg, &req);
                 HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
             }))
-    })
-    .workers(workers)
-    .keep_alive(if s.keep_alive == 0 {
-        actix_web::http::KeepAlive::Disabled
-    } else {
-        actix_web::http::KeepAlive::Timeout(Duration::from_secs(s.keep_alive))
-    })
-    .client_request_timeout(Duration::from_secs(s.client_header_timeout))
-    .shutdown_timeout(s.shutdown_timeout)
-    .max_connections(s.max_connections)
-    .tcp_nodelay(true)
-    .on_connect(|_, ext| {
-        ext.insert(crate::stats::ConnectionGuard::new());
-    });
+    };
+    let mut builder = actix_server::ServerBuilder::default()
+        .workers(workers)
+        .max_concurrent_connections(s.max_connections)
+        .shutdown_timeout(s.shutdown_timeout);
+    let listeners = Listeners {
+        settings: ConnSettings::new(s),
+        shutdown: builder.graceful_shutdown_signal(),
+    };
+    let mut bound = Vec::new();
     for a in &s.listen {
-        server = server
-            .bind(a.as_str())
-            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {a}: {e}")))?;
+        for lst in bind(a, "")? {
+            let addr = lst.local_addr()?;
+            builder = listeners.add(builder, lst, None, make_app.clone())?;
+            bound.push((addr, "http"));
+        }
     }
     for a in &s.listen_tls {
-        let tls = crate::tls::server_config(rt.sni.clone());
-        server = server.bind_rustls_0_23(a.as_str(), tls).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot listen on {a} (TLS): {e}"))
-        })?;
+        for lst in bind(a, " (TLS)")? {
+            let addr = lst.local_addr()?;
+            let tls = crate::tls::server_config(rt.sni.clone());
+            builder = listeners.add(builder, lst, Some(tls), make_app.clone())?;
+            bound.push((addr, "https"));
+        }
     }
     let hup = signal(SignalKind::hangup())?;
     let usr1 = signal(SignalKind::user_defined1())?;
@@ -123,8 +128,8 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        for (a, scheme) in server.addrs_with_scheme() {
-            if scheme == "https" && TLS_PORT.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        for (a, scheme) in &bound {
+            if *scheme == "https" && TLS_PORT.load(std::sync::atomic::Ordering::Relaxed) == 0 {
                 TLS_PORT.store(a.port(), std::sync::atomic::Ordering::Relaxed);
             }
             let _ = writeln!(out, "tessera: listening on {scheme}://{a}");
@@ -138,13 +143,192 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         cfg.file.display()
     );
     drop(cfg);
-    let result = server.run().await;
+    let result = builder.run().await;
     rt.current.load().shutdown();
     if let Some(p) = &opts.pid_file {
         let _ = std::fs::remove_file(p);
     }
     tracing::info!("stopped");
     result
+}
+
+/// Binds every address `a` resolves to, as actix-web's `HttpServer::bind`
+/// does (SO_REUSEADDR, backlog 1024, non-blocking).
+fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use std::net::ToSocketAddrs;
+    let err = |e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("cannot listen on {a}{what}: {e}"))
+    };
+    let mut out = Vec::new();
+    for addr in a.to_socket_addrs().map_err(err)? {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .map_err(err)?;
+        socket.set_reuse_address(true).map_err(err)?;
+        socket.bind(&addr.into()).map_err(err)?;
+        socket.listen(1024).map_err(err)?;
+        socket.set_nonblocking(true).map_err(err)?;
+        out.push(socket.into());
+    }
+    if out.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cannot listen on {a}{what}: it resolves to no address"),
+        ));
+    }
+    Ok(out)
+}
+
+/// The `HttpServiceBuilder` of a listener at `$addr` whose stream type is
+/// `TimedIo<$io>`: actix-web's `HttpServer` settings, with Tessera's.
+macro_rules! http_builder {
+    ($this:expr, $addr:expr, $io:ty) => {{
+        let shutdown = $this.shutdown.clone();
+        actix_http::HttpService::build()
+            .graceful_shutdown_signal(move || {
+                let signal = shutdown.clone();
+                async move { signal.notified().await }
+            })
+            .keep_alive($this.settings.keep_alive)
+            .client_request_timeout($this.settings.header_timeout)
+            .client_disconnect_timeout(Duration::from_secs(1))
+            .h1_allow_half_closed(true)
+            .local_addr($addr)
+            .on_connect_ext(
+                |io: &crate::conn::TimedIo<$io>, ext: &mut actix_http::Extensions| {
+                    ext.insert(io.clock());
+                    ext.insert(crate::stats::ConnectionGuard::new());
+                },
+            )
+    }};
+}
+
+/// The HTTP settings every listener shares (read once at start; see
+/// `ServerSettings` for the keys and their defaults).
+#[derive(Clone, Copy)]
+struct ConnSettings {
+    keep_alive: actix_web::http::KeepAlive,
+    header_timeout: Duration,
+    timeouts: crate::conn::Timeouts,
+}
+
+impl ConnSettings {
+    fn new(s: &ServerSettings) -> Self {
+        ConnSettings {
+            keep_alive: if s.keep_alive == 0 {
+                actix_web::http::KeepAlive::Disabled
+            } else {
+                actix_web::http::KeepAlive::Timeout(Duration::from_secs(s.keep_alive))
+            },
+            header_timeout: Duration::from_secs(s.client_header_timeout),
+            timeouts: crate::conn::Timeouts {
+                header: Duration::from_secs(s.client_header_timeout),
+                send: Duration::from_secs(s.send_timeout),
+            },
+        }
+    }
+}
+
+/// Builds the service of each listener: what actix-web's `HttpServer::listen`
+/// and `listen_rustls_0_23` build, with the connection's stream wrapped in
+/// [`crate::conn::TimedIo`] and its clock put in the connection data.
+#[derive(Clone)]
+struct Listeners {
+    settings: ConnSettings,
+    shutdown: actix_server::GracefulShutdownSignal,
+}
+
+impl Listeners {
+    /// Adds a listener: plain HTTP/1.1 when `tls` is `None`; otherwise TLS
+    /// (1.2 and 1.3 only, the config of [`crate::tls::server_config`]) with
+    /// HTTP/2 or HTTP/1.1 by ALPN.
+    fn add<F, I, S, B>(
+        &self,
+        builder: actix_server::ServerBuilder,
+        lst: std::net::TcpListener,
+        tls: Option<rustls::ServerConfig>,
+        make_app: F,
+    ) -> std::io::Result<actix_server::ServerBuilder>
+    where
+        F: Fn() -> I + Send + Clone + 'static,
+        I: actix_service::IntoServiceFactory<S, actix_http::Request>,
+        S: actix_service::ServiceFactory<actix_http::Request, Config = actix_web::dev::AppConfig>
+            + 'static,
+        S::Error: Into<actix_web::Error> + 'static,
+        S::InitError: std::fmt::Debug,
+        S::Response: Into<actix_http::Response<B>> + 'static,
+        <S::Service as actix_service::Service<actix_http::Request>>::Future: 'static,
+        S::Service: 'static,
+        B: MessageBody + 'static,
+    {
+        use actix_service::ServiceFactoryExt;
+        use actix_tls::accept::rustls_0_23::{Acceptor, TlsStream};
+        use actix_tls::accept::TlsError;
+        let addr = lst.local_addr()?;
+        let limits = self.settings.timeouts;
+        let this = self.clone();
+        let Some(mut tls) = tls else {
+            return builder.listen(format!("tessera-{addr}"), lst, move || {
+                let app = make_app()
+                    .into_factory()
+                    .map_err(|err| err.into().error_response());
+                fn_service(move |io: actix_rt::net::TcpStream| {
+                    let _ = io.set_nodelay(true);
+                    let peer = io.peer_addr().ok();
+                    let io = crate::conn::TimedIo::new(io, limits, true);
+                    std::future::ready(Ok::<_, actix_http::error::DispatchError>((
+                        io,
+                        actix_http::Protocol::Http1,
+                        peer,
+                    )))
+                })
+                .and_then(
+                    http_builder!(this, addr, actix_rt::net::TcpStream).finish(
+                        actix_service::map_config(app, move |_| {
+                            actix_web::dev::AppConfig::__priv_test_new(
+                                false,
+                                addr.to_string(),
+                                addr,
+                            )
+                        }),
+                    ),
+                )
+            });
+        };
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        builder.listen(format!("tessera-tls-{addr}"), lst, move || {
+            let app = make_app()
+                .into_factory()
+                .map_err(|err| err.into().error_response());
+            Acceptor::new(tls.clone())
+                .map_init_err(|_| unreachable!("the TLS acceptor factory does not fail"))
+                .map_err(TlsError::into_service_error)
+                .and_then(fn_service(
+                    move |io: TlsStream<actix_rt::net::TcpStream>| {
+                        let h2 = io.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                        let _ = io.get_ref().0.set_nodelay(true);
+                        let peer = io.get_ref().0.peer_addr().ok();
+                        let proto = if h2 {
+                            actix_http::Protocol::Http2
+                        } else {
+                            actix_http::Protocol::Http1
+                        };
+                        let io = crate::conn::TimedIo::new(io, limits, !h2);
+                        std::future::ready(Ok((io, proto, peer)))
+                    },
+                ))
+                .and_then(
+                    http_builder!(this, addr, TlsStream<actix_rt::net::TcpStream>)
+                        .finish(actix_service::map_config(app, move |_| {
+                            actix_web::dev::AppConfig::__priv_test_new(true, addr.to_string(), addr)
+                        }))
+                        .map_err(TlsError::Service),
+                )
+        })
+    }
 }
 
 /// The service future: ready at once for the usual request, or waiting for the

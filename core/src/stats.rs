@@ -48,6 +48,9 @@ pub struct Stats {
     pub generation: AtomicU64,
     /// Open client connections.
     pub connections: AtomicI64,
+    /// Connections closed by `client-header-timeout` or `send-timeout`
+    /// (see [`crate::conn`]).
+    pub timeouts: AtomicU64,
     vhosts: Mutex<Vec<(String, Arc<VhostCounters>)>>,
     logs: Mutex<HashMap<PathBuf, Arc<LogCounters>>>,
 }
@@ -59,6 +62,7 @@ pub fn global() -> &'static Stats {
         started: Instant::now(),
         generation: AtomicU64::new(1),
         connections: AtomicI64::new(0),
+        timeouts: AtomicU64::new(0),
         vhosts: Mutex::default(),
         logs: Mutex::default(),
     })

@@ -70,8 +70,11 @@ impl Runtime {
         if a.workers != b.workers {
             restart.push("server.workers");
         }
-        if a.keep_alive != b.keep_alive || a.client_header_timeout != b.client_header_timeout {
-            restart.push("server.keep-alive/client-header-timeout");
+        if a.keep_alive != b.keep_alive
+            || a.client_header_timeout != b.client_header_timeout
+            || a.send_timeout != b.send_timeout
+        {
+            restart.push("server.keep-alive/client-header-timeout/send-timeout");
         }
         if a.max_connections != b.max_connections || a.shutdown_timeout != b.shutdown_timeout {
             restart.push("server.max-connections/shutdown-timeout");

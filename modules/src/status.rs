@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Counters: requests by vhost and status class, response bytes by vhost
-//! (Content-Length of sized bodies), active connections, uptime in seconds,
+//! (Content-Length of sized bodies), active connections, connections closed by
+//! `client-header-timeout` or `send-timeout`, uptime in seconds,
 //! configuration generation (1 + successful reloads), and access-log lines
 //! written and dropped per file.
 
@@ -93,6 +94,7 @@ pub fn render(format: Format) -> String {
     let uptime = st.uptime_secs();
     let generation = st.generation.load(Ordering::Relaxed);
     let conns = st.connections.load(Ordering::Relaxed).max(0);
+    let timeouts = st.timeouts.load(Ordering::Relaxed);
     let vhosts = st.vhosts();
     let logs = st.log_files();
     match format {
@@ -100,6 +102,7 @@ pub fn render(format: Format) -> String {
             let _ = writeln!(out, "uptime-seconds: {uptime}");
             let _ = writeln!(out, "config-generation: {generation}");
             let _ = writeln!(out, "connections-active: {conns}");
+            let _ = writeln!(out, "connections-timed-out: {timeouts}");
             for (v, by, bytes) in &vhosts {
                 let _ = write!(out, "vhost {v}:");
                 for (c, n) in CLASSES.iter().zip(by) {
@@ -139,6 +142,14 @@ pub fn render(format: Format) -> String {
             let _ = writeln!(
                 out,
                 "# TYPE tessera_connections_active gauge\ntessera_connections_active {conns}"
+            );
+            let _ = writeln!(
+                out,
+                "# HELP tessera_connections_timed_out_total Connections closed by client-header-timeout or send-timeout."
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE tessera_connections_timed_out_total counter\ntessera_connections_timed_out_total {timeouts}"
             );
             let _ = writeln!(
                 out,

@@ -41,10 +41,19 @@ pub struct ServerSettings {
     /// (lighttpd `server.max-keep-alive-idle`, nginx `keepalive_timeout`).
     #[serde(default = "default_keep_alive", alias = "keep_alive")]
     pub keep_alive: u64,
-    /// Seconds a client has to send the request head; 0 disables the limit.
-    /// Default 5 (lighttpd `server.max-read-idle`, nginx `client_header_timeout`).
+    /// Seconds a client has to send a request head, from its first byte (the
+    /// first request of a connection: from the connection's start), on every
+    /// request of a keep-alive connection; bytes of an unread request body
+    /// that trickle in after the response are timed the same way. The
+    /// connection is closed when it runs out. 0 disables the limit. Default 5
+    /// (lighttpd `server.max-read-idle`, nginx `client_header_timeout`).
     #[serde(default = "default_header_timeout", alias = "client_header_timeout")]
     pub client_header_timeout: u64,
+    /// Seconds a response write may wait for a client that does not read
+    /// before the connection is closed; 0 disables the limit. Default 60
+    /// (nginx `send_timeout`, lighttpd `server.max-write-idle`).
+    #[serde(default = "default_send_timeout", alias = "send_timeout")]
+    pub send_timeout: u64,
     /// Seconds in-flight requests get to finish on a graceful shutdown. Default 30.
     #[serde(default = "default_shutdown_timeout", alias = "shutdown_timeout")]
     pub shutdown_timeout: u64,
@@ -114,6 +123,9 @@ fn default_keep_alive() -> u64 {
 }
 fn default_header_timeout() -> u64 {
     5
+}
+fn default_send_timeout() -> u64 {
+    60
 }
 fn default_shutdown_timeout() -> u64 {
     30

@@ -1730,8 +1730,9 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
                 );
                 server.push(("client-header-timeout".into(), V::Int(n), s.src.clone()));
             }
-            ("server.max-write-idle", _) => {
-                report.not_needed(&s.src, &s.key, "Tessera has no write timeout setting");
+            ("server.max-write-idle", Some(n)) => {
+                report.translated(&s.src, &s.key, "[server] send-timeout");
+                server.push(("send-timeout".into(), V::Int(n), s.src.clone()));
             }
             ("server.max-connections", Some(n)) => {
                 report.approximated(
@@ -2060,6 +2061,19 @@ mod tests {
         )
         .unwrap();
         (crate::emit::write(&out), r)
+    }
+
+    #[test]
+    fn idle_timeouts_become_server_timeouts() {
+        let (t, _) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.max-read-idle = 30\n",
+            "server.max-write-idle = 120\n",
+            "server.max-keep-alive-idle = 7\n",
+        ));
+        assert!(t.contains("client-header-timeout = 30"), "{t}");
+        assert!(t.contains("send-timeout = 120"), "{t}");
+        assert!(t.contains("keep-alive = 7"), "{t}");
     }
 
     #[test]

@@ -1,0 +1,305 @@
+//! Per-connection timeouts that actix-http does not enforce: the client header
+//! timeout on every request of a keep-alive connection (actix-http times only
+//! the first), a client that trickles a request body the server never reads,
+//! and a send timeout for a client that stops reading.
+//!
+//! [`TimedIo`] wraps the connection's stream (plain TCP, or TLS after the
+//! handshake) and sees every read and write; the request path tells it when a
+//! request head has been parsed through [`ConnClock::begin`]. The timer is
+//! armed lazily: a deadline that moves later does not re-arm it; the timer
+//! re-arms itself when it fires early. A connection past a deadline gets an
+//! `ErrorKind::TimedOut` I/O error, which makes actix drop (close) it.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use actix_rt::time::{sleep_until, Instant, Sleep};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The timeouts of [`TimedIo`], in whole seconds as configured; zero disables one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timeouts {
+    /// `client-header-timeout`: from the first byte of a request head until the
+    /// head is parsed. Bytes that arrive after the previous response (an unread
+    /// request body, trickled) count the same way, measured from the later of
+    /// the first such byte and the last byte written. Mirrors nginx
+    /// `client_header_timeout` (the whole head) and lighttpd `server.max-read-idle`.
+    pub header: Duration,
+    /// `send-timeout`: the longest a write may wait for the client to read.
+    /// Mirrors nginx `send_timeout` (between two successive writes) and
+    /// lighttpd `server.max-write-idle`.
+    pub send: Duration,
+}
+
+/// What the request path and the stream share about one connection; found in
+/// the connection data of each request (`HttpRequest::conn_data`).
+#[derive(Debug)]
+pub struct ConnClock {
+    /// When the first byte of the current request head (or of leftover body)
+    /// arrived; `None` while no head is being read.
+    reading_since: Cell<Option<Instant>>,
+}
+
+impl ConnClock {
+    /// Marks the request head as complete: the header timeout stops for this
+    /// request. Called once per request, when the request reaches the handler.
+    pub fn begin(&self) {
+        self.reading_since.set(None);
+    }
+}
+
+/// A stream with Tessera's per-connection deadlines (see the module docs).
+pub struct TimedIo<T> {
+    io: T,
+    clock: Rc<ConnClock>,
+    limits: Timeouts,
+    /// The header deadline applies (HTTP/1; an HTTP/2 connection reads control
+    /// frames while idle, and its requests are timed by the send timeout only).
+    time_heads: bool,
+    /// When the last write made progress.
+    last_write: Instant,
+    /// Since when a write has been waiting for the client to read.
+    write_blocked_since: Option<Instant>,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> TimedIo<T> {
+    /// Wraps `io`; `time_heads` is false for HTTP/2 connections.
+    pub fn new(io: T, limits: Timeouts, time_heads: bool) -> Self {
+        TimedIo {
+            io,
+            clock: Rc::new(ConnClock {
+                reading_since: Cell::new(None),
+            }),
+            limits,
+            time_heads,
+            last_write: Instant::now(),
+            write_blocked_since: None,
+            timer: None,
+        }
+    }
+
+    /// The clock to put in the connection data.
+    pub fn clock(&self) -> Rc<ConnClock> {
+        self.clock.clone()
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// The earliest deadline that applies now, if any.
+    fn deadline(&self) -> Option<Instant> {
+        let read = match self.clock.reading_since.get() {
+            Some(since) if self.time_heads && !self.limits.header.is_zero() => {
+                Some(since.max(self.last_write) + self.limits.header)
+            }
+            _ => None,
+        };
+        let write = match self.write_blocked_since {
+            Some(since) if !self.limits.send.is_zero() => Some(since + self.limits.send),
+            _ => None,
+        };
+        match (read, write) {
+            (Some(r), Some(w)) => Some(r.min(w)),
+            (r, w) => r.or(w),
+        }
+    }
+
+    /// Fails once a deadline has passed; otherwise makes sure the task is woken
+    /// by the time it will.
+    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let Some(deadline) = self.deadline() else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            crate::stats::global()
+                .timeouts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let what = if self
+                .write_blocked_since
+                .is_some_and(|s| s + self.limits.send <= deadline)
+            {
+                "send-timeout: the client stopped reading"
+            } else {
+                "client-header-timeout: the client did not send a complete request head"
+            };
+            tracing::debug!("closing connection: {what}");
+            return Err(io::Error::new(io::ErrorKind::TimedOut, what));
+        }
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+        if timer.deadline() > deadline {
+            timer.as_mut().reset(deadline);
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            // It fired for an earlier deadline that has since moved.
+            timer.as_mut().reset(deadline);
+            let _ = timer.as_mut().poll(cx);
+        }
+        Ok(())
+    }
+
+    fn wrote(&mut self, r: &Poll<io::Result<usize>>) {
+        match r {
+            Poll::Ready(Ok(n)) if *n > 0 => {
+                self.write_blocked_since = None;
+                self.last_write = Instant::now();
+            }
+            Poll::Pending if self.write_blocked_since.is_none() => {
+                self.write_blocked_since = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        match r {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before && this.clock.reading_since.get().is_none() {
+                    this.clock.reading_since.set(Some(Instant::now()));
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match this.check(cx) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+            err => err,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.wrote(&r);
+        if r.is_pending() {
+            this.check(cx)?;
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.wrote(&r);
+        if r.is_pending() {
+            this.check(cx)?;
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_flush(cx);
+        if r.is_pending() {
+            if this.write_blocked_since.is_none() {
+                this.write_blocked_since = Some(Instant::now());
+            }
+            this.check(cx)?;
+        }
+        r
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn limits(header: u64, send: u64) -> Timeouts {
+        Timeouts {
+            header: Duration::from_millis(header),
+            send: Duration::from_millis(send),
+        }
+    }
+
+    #[actix_rt::test]
+    async fn a_trickled_head_times_out_and_begin_stops_the_clock() {
+        let (client, server) = tokio::io::duplex(64);
+        let mut io = TimedIo::new(server, limits(200, 0), true);
+        let mut client = client;
+        client.write_all(b"GET").await.unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 3);
+        // Nothing more comes: the read fails at the header deadline.
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+
+        let (client, server) = tokio::io::duplex(64);
+        let mut io = TimedIo::new(server, limits(200, 0), true);
+        let mut client = client;
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        assert!(io.read(&mut buf).await.unwrap() > 0);
+        io.clock().begin();
+        // With the head complete an idle read waits past the deadline.
+        let idle = actix_rt::time::timeout(Duration::from_millis(400), io.read(&mut buf)).await;
+        assert!(
+            idle.is_err(),
+            "an idle read after begin() must not time out"
+        );
+    }
+
+    #[actix_rt::test]
+    async fn h2_connections_do_not_time_heads() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut io = TimedIo::new(server, limits(100, 0), false);
+        client.write_all(b"x").await.unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 1);
+        let idle = actix_rt::time::timeout(Duration::from_millis(300), io.read(&mut buf)).await;
+        assert!(idle.is_err());
+    }
+
+    #[actix_rt::test]
+    async fn a_blocked_write_times_out() {
+        let (_client, server) = tokio::io::duplex(16);
+        let mut io = TimedIo::new(server, limits(0, 200), true);
+        // The client never reads: the first 16 bytes fill the pipe, then the
+        // write blocks until the send deadline.
+        let err = io.write_all(&[0u8; 64]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[actix_rt::test]
+    async fn zero_disables_both() {
+        let (_client, server) = tokio::io::duplex(16);
+        let mut io = TimedIo::new(server, limits(0, 0), true);
+        let w = actix_rt::time::timeout(Duration::from_millis(300), io.write_all(&[0u8; 64])).await;
+        assert!(w.is_err(), "without a send timeout the write just waits");
+    }
+}
