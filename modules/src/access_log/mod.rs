@@ -187,7 +187,29 @@ mod tests {
     use tessera_core::vhost::VhostInfo;
     use tessera_core::SharedState;
 
-    fn temp_dir(name: &str) -> PathBuf {
+    /// A fresh directory, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl std::ops::Deref for TempDir {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    impl AsRef<std::path::Path> for TempDir {
+        fn as_ref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp_dir(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!(
             "tessera-access-log-mod-{}-{}",
             std::process::id(),
@@ -195,7 +217,7 @@ mod tests {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        TempDir(dir)
     }
 
     fn vhost() -> VhostInfo {

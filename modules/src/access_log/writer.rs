@@ -371,7 +371,31 @@ impl LogFiles {
 mod tests {
     use super::*;
 
-    pub(crate) fn temp_path(name: &str) -> PathBuf {
+    /// `access.log` in a fresh directory that is removed on drop.
+    pub(crate) struct TempLog(PathBuf);
+
+    impl std::ops::Deref for TempLog {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    impl AsRef<std::path::Path> for TempLog {
+        fn as_ref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempLog {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    pub(crate) fn temp_path(name: &str) -> TempLog {
         let dir = std::env::temp_dir().join(format!(
             "tessera-access-log-{}-{}",
             std::process::id(),
@@ -379,7 +403,7 @@ mod tests {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir.join("access.log")
+        TempLog(dir.join("access.log"))
     }
 
     fn count_lines(p: &Path) -> usize {
