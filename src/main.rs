@@ -152,10 +152,25 @@ fn summary(cfg: &Config) -> String {
     s
 }
 
+/// Diagnostics on stderr at `level` (`[server] log-level`), or as `RUST_LOG`
+/// says. actix-http logs each malformed request ("stream error: request parse
+/// error") at ERROR, so any client could flood the error log; the client has
+/// its 400 already and nginx logs these at `info`. That target is therefore off
+/// unless `RUST_LOG` is set or the level asks for `debug`/`trace` (its other
+/// events, a response body failing mid-stream, static-file logs itself).
 fn init_tracing(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let from_env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+    let quiet_parser = from_env.is_none() && !level.contains("debug") && !level.contains("trace");
+    let mut filter = from_env
+        .or_else(|| tracing_subscriber::EnvFilter::try_new(level).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
+    if quiet_parser {
+        filter = filter.add_directive(
+            "actix_http::h1::dispatcher=off"
+                .parse()
+                .expect("a valid directive"),
+        );
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

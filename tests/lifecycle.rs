@@ -451,6 +451,37 @@ fn client_that_stops_reading_is_cut_off_at_send_timeout() {
 }
 
 #[test]
+fn malformed_requests_get_400_without_flooding_the_error_log() {
+    let s = Server::start(&site("", "modules = [\"static-file\"]\n"), |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    let bad: [&[u8]; 3] = [
+        b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\n folded\r\n\r\n",
+        b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET /\x01 HTTP/1.1\r\nHost: site.test\r\n\r\n",
+    ];
+    for req in bad {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(req).unwrap();
+        let mut out = Vec::new();
+        // The server closes after the 400, once it has logged whatever it logs.
+        let _ = c.read_to_end(&mut out);
+        assert!(
+            out.starts_with(b"HTTP/1.1 400 "),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    assert_eq!(s.get("/ten.txt").status, 200);
+    let err = s.stderr();
+    assert!(
+        !err.contains("ERROR"),
+        "a client wrote to the error log:\n{err}"
+    );
+}
+
+#[test]
 fn limits_414_431_413() {
     let s = Server::start(
         &site(

@@ -121,14 +121,18 @@ impl MessageBody for FileBody {
                     while filled < n {
                         match file.read_at(&mut buf[filled..], *offset + filled as u64) {
                             Ok(0) => {
+                                tracing::warn!("static-file: a file shrank while it was sent; connection closed");
                                 return Poll::Ready(Some(Err(std::io::Error::new(
                                     std::io::ErrorKind::UnexpectedEof,
                                     "file shrank while it was sent",
-                                ))))
+                                ))));
                             }
                             Ok(k) => filled += k,
                             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(e) => return Poll::Ready(Some(Err(e))),
+                            Err(e) => {
+                                tracing::warn!("static-file: reading a file for a response failed: {e}; connection closed");
+                                return Poll::Ready(Some(Err(e)));
+                            }
                         }
                     }
                     *offset += n as u64;
