@@ -504,3 +504,28 @@ fn if_match_with_the_encoded_etag_holds() {
         412
     );
 }
+
+#[test]
+fn a_sidecar_gets_the_content_type_static_file_would_give() {
+    // An operator serves user-uploaded .html as text/plain (no XSS); the
+    // precompressed sidecar must not bring text/html back.
+    let html = b"<script>alert(1)</script>\n".repeat(50);
+    let s = server(
+        "[vhost.compress]\nprecompressed = [\"gzip\"]\nencodings = []\n\
+         [vhost.static-file]\nmime-types = { html = \"text/plain; charset=utf-8\" }\n",
+        |d| {
+            d.write("www/upload.html", &html);
+            d.write("www/upload.html.gz", gzip(&html));
+        },
+    );
+    let plain = s.get("/upload.html");
+    assert_eq!(
+        plain.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let r = s.req("GET", "/upload.html", &["Accept-Encoding: gzip"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(decode("gzip", &r.body), html);
+}

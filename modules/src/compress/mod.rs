@@ -16,8 +16,9 @@
 //!    `static-file`). For a GET or HEAD of a file `X` whose client accepts one of
 //!    `precompressed` ([`accept::ranked`]), the first existing sidecar
 //!    (`X.br`, `X.zst`, `X.gz`) not older than `X` is served with
-//!    [`crate::static_file::serve_file`]: its own bytes, the Content-Type of
-//!    `X`'s name, `Content-Encoding: br|zstd|gzip` (the token, never the file
+//!    [`crate::static_file::serve_file`]: its own bytes, the Content-Type
+//!    static-file gives `X` (the vhost's static-file `mime-types` included),
+//!    `Content-Encoding: br|zstd|gzip` (the token, never the file
 //!    suffix, case B31), `Vary: Accept-Encoding`, and the sidecar's ETag with
 //!    `-br`/`-zstd`/`-gzip` inside the quotes. Conditional requests and Range
 //!    apply to the encoded bytes (RFC 9110 §14.1.2). For a directory path the
@@ -205,7 +206,10 @@ pub struct Compress {
     max_size: u64,
     levels: Levels,
     index_files: Vec<String>,
+    /// The default table, for a vhost without static-file.
     mime: MimeTable,
+    /// The vhost's static-file table (its `mime-types` overrides).
+    static_mime: Arc<std::sync::OnceLock<Arc<MimeTable>>>,
     cache: Arc<CompressedCache>,
 }
 
@@ -222,7 +226,7 @@ impl ModuleDecl for Compress {
     const NAME: &'static str = "compress";
     type Config = CompressConfig;
 
-    fn build(cfg: CompressConfig, _cx: &BuildContext<'_>) -> Result<Self, String> {
+    fn build(cfg: CompressConfig, cx: &BuildContext<'_>) -> Result<Self, String> {
         no_duplicates("precompressed", &cfg.precompressed)?;
         no_duplicates("encodings", &cfg.encodings)?;
         let (mut prefixes, mut exact) = (Vec::new(), Vec::new());
@@ -279,6 +283,10 @@ impl ModuleDecl for Compress {
             },
             index_files: cfg.index_files,
             mime: MimeTable::new([])?,
+            static_mime: cx
+                .shared
+                .get_or_init(crate::static_file::mime::VhostMimeTables::default)
+                .cell(cx.vhost.index),
             cache: Arc::new(CompressedCache::new(
                 usize::try_from(cfg.cache_size).unwrap_or(usize::MAX),
             )),
@@ -343,6 +351,11 @@ fn suffixed_etag(tag: &str, suffix: &str) -> Option<String> {
 }
 
 impl Compress {
+    /// The MIME table static-file uses for this vhost, or the default one.
+    fn mime(&self) -> &MimeTable {
+        self.static_mime.get().map_or(&self.mime, |m| m)
+    }
+
     /// True when the MIME type `t` (parameters ignored) is compressible.
     fn type_matches(&self, t: &str) -> bool {
         let essence = t.split(';').next().unwrap_or("").trim();
@@ -370,7 +383,7 @@ impl Compress {
                 if path.ends_with('/') {
                     self.type_matches("text/html")
                 } else {
-                    let v = self.mime.lookup(extension(path));
+                    let v = self.mime().lookup(extension(path));
                     self.type_matches(v.to_str().unwrap_or(""))
                 }
             }
@@ -421,7 +434,7 @@ impl Compress {
         let name = orig.file_name()?.to_str()?;
         // Only sidecars of compressible types: never a `.php.gz` or other
         // source that static-file would not serve as a document.
-        let original_type = self.mime.lookup(extension(name));
+        let original_type = self.mime().lookup(extension(name));
         if !self.type_matches(original_type.to_str().unwrap_or("")) {
             return None;
         }

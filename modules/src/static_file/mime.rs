@@ -3,6 +3,7 @@
 //! `charset=utf-8` on text types (RFC 9110 §8.3.2, case B28).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tessera_core::actix_web::http::header::HeaderValue;
 
@@ -87,6 +88,23 @@ pub fn with_charset(t: &str) -> String {
         format!("{t}; charset=utf-8")
     } else {
         t.to_owned()
+    }
+}
+
+/// Each vhost's static-file MIME table, by vhost index, kept in the
+/// configuration's shared state: compress serves precompressed sidecars with
+/// the Content-Type static-file would give the original file, `mime-types`
+/// overrides included. A cell is filled when the vhost's static-file table
+/// (not a rule's) is built; compress, built earlier in the list, reads it per
+/// request without a lock.
+#[derive(Debug, Default)]
+pub struct VhostMimeTables(Mutex<HashMap<usize, Arc<OnceLock<Arc<MimeTable>>>>>);
+
+impl VhostMimeTables {
+    /// The cell of vhost `index` (created empty on first use).
+    pub fn cell(&self, index: usize) -> Arc<OnceLock<Arc<MimeTable>>> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(index).or_default().clone()
     }
 }
 

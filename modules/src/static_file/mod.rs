@@ -29,6 +29,7 @@ use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -138,7 +139,7 @@ pub struct StaticFile {
     index_files: Vec<String>,
     hidden_files: bool,
     symlinks: SymlinkPolicy,
-    mime: MimeTable,
+    mime: Arc<MimeTable>,
     etag: bool,
     exclude: Vec<String>,
     cache: Option<FileCache>,
@@ -156,7 +157,16 @@ impl ModuleDecl for StaticFile {
                 ));
             }
         }
-        let mime = MimeTable::new(cfg.mime_types.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let mime = Arc::new(MimeTable::new(
+            cfg.mime_types.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )?);
+        if cx.rule_match.is_none() {
+            let _ = cx
+                .shared
+                .get_or_init(mime::VhostMimeTables::default)
+                .cell(cx.vhost.index)
+                .set(mime.clone());
+        }
         // An index file with an excluded extension is never served either
         // (lighttpd checks the index file's own name too).
         let excluded = |name: &str| {
