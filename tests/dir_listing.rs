@@ -252,7 +252,7 @@ fn off_unless_named() {
         d.mkdir("www/d");
         d.write("www/d/f.txt", "f");
     });
-    assert_eq!(s.get("/d/").status, 404);
+    assert_eq!(s.get("/d/").status, 403);
 }
 
 #[test]

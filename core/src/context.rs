@@ -23,6 +23,7 @@ pub struct Ctx<'a> {
     pub user: Option<String>,
     rewritten: bool,
     headers: Option<HeaderMap>,
+    fallback: StatusCode,
     /// Notes for the access log (`%{name}n`, Apache's module notes).
     pub notes: Notes,
     /// Per-request state of modules, kept until the log phase is over.
@@ -85,6 +86,7 @@ impl<'a> Ctx<'a> {
             user: None,
             rewritten: false,
             headers: None,
+            fallback: StatusCode::NOT_FOUND,
             notes: Notes::default(),
             ext: Extensions::default(),
         }
@@ -110,7 +112,23 @@ impl<'a> Ctx<'a> {
         let normal = crate::path::normalize(&encoded)?.into_owned();
         self.path = Cow::Owned(normal);
         self.rewritten = true;
+        self.fallback = StatusCode::NOT_FOUND;
         Ok(())
+    }
+
+    /// The status of the answer when no content handler answers: 404 unless a
+    /// module said otherwise with [`Ctx::set_fallback_status`].
+    pub fn fallback_status(&self) -> StatusCode {
+        self.fallback
+    }
+
+    /// Sets the status for when no content handler answers, letting a later
+    /// handler still take the request. static-file uses 403 for a directory
+    /// without an index file, so that dir-listing after it may still list the
+    /// directory, and otherwise the client gets 403 as from lighttpd and nginx
+    /// (`autoindex off`). Reset by [`Ctx::set_path`].
+    pub fn set_fallback_status(&mut self, status: StatusCode) {
+        self.fallback = status;
     }
 
     /// True once after [`Ctx::set_path`] was called (used by the core to restart

@@ -686,7 +686,7 @@ fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handl
             }
         }
     }
-    Handled::Response(error_response(StatusCode::NOT_FOUND))
+    Handled::Response(error_response(cx.fallback_status()))
 }
 
 struct LogState {

@@ -264,6 +264,9 @@ impl Module for StaticFile {
                         _ => {}
                     }
                 }
+                // No index file: 403 unless a later handler (dir-listing)
+                // answers, as lighttpd and nginx without autoindex do.
+                cx.set_fallback_status(StatusCode::FORBIDDEN);
                 None
             }
         }
