@@ -292,7 +292,10 @@ fn graceful_shutdown_finishes_a_download_and_removes_the_pid_file() {
 #[test]
 fn slow_header_client_is_cut_off_while_others_are_served() {
     let s = Server::start(
-        &site("client-header-timeout = 1", "modules = [\"static-file\"]\n"),
+        &site(
+            "client-header-timeout = 1",
+            "modules = [\"static-file\"]\n[[vhost.rule]]\nmatch = { path-prefix = \"/server-status\" }\n[vhost.rule.status]\n",
+        ),
         |d| {
             d.write("www/ten.txt", "0123456789");
         },
@@ -315,6 +318,38 @@ fn slow_header_client_is_cut_off_while_others_are_served() {
     assert!(
         waited < Duration::from_secs(10),
         "cut off only after {waited:?}"
+    );
+    let status = s.get("/server-status").text();
+    assert!(status.contains("connections-timed-out: 1\n"), "{status}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_closes_at_keep_alive() {
+    // The header timer armed while a head was read must not extend the idle
+    // time (actix restarts its keep-alive timer whenever the task wakes).
+    let s = Server::start(
+        &site(
+            "keep-alive = 4\nclient-header-timeout = 2",
+            "modules = [\"static-file\"]\n",
+        ),
+        |d| {
+            d.write("www/ten.txt", "0123456789");
+        },
+    );
+    let mut conn = TcpStream::connect(s.addr).unwrap();
+    conn.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_one_response(&mut conn).status, 200);
+    let started = std::time::Instant::now();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = conn.read(&mut buf).unwrap_or(0);
+    let idle = started.elapsed();
+    assert_eq!(n, 0, "the server sent something on an idle connection");
+    assert!(
+        idle > Duration::from_millis(3000) && idle < Duration::from_millis(5200),
+        "an idle connection closed after {idle:?}; keep-alive is 4 s"
     );
 }
 

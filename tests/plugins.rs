@@ -3,6 +3,7 @@
 //! built-in. The fixtures in `plugins/fixtures/` are built here, once per test
 //! run, into `target/plugin-tests/`; a build failure fails the tests.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -746,5 +747,49 @@ fn clients_leaving_during_a_blocking_hook_are_cleaned_up_on_their_worker() {
     assert!(
         !err.contains("panicked") && !err.contains("already borrowed"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_request_pipelined_behind_a_slow_handler_is_not_cut_off() {
+    // client-header-timeout times request heads, not the server's own work:
+    // bytes that arrive while a blocking hook runs (a pipelined request, a
+    // body) must not start the clock that closes the connection.
+    let d_marker = TempDir::new("marker");
+    let marker = d_marker.path().join("go");
+    let path = lib("tessera-fixture-blocking");
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nclient-header-timeout = 1\n\n\
+         [[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n",
+        marker.display()
+    );
+    let s = Server::start(&cfg, |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let req = b"GET /ten.txt HTTP/1.1\r\nHost: slow.test\r\n\r\n";
+    c.write_all(req).unwrap();
+    // The scenario: the client pipelines its next request a moment later and
+    // the backend takes longer than client-header-timeout.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    c.write_all(req).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    std::fs::write(&marker, "").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.windows(10).filter(|w| w == b"0123456789").count() < 2 {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(
+        text.matches("HTTP/1.1 200 OK").count(),
+        2,
+        "both pipelined requests answered: {text:?}"
     );
 }

@@ -5,10 +5,17 @@
 //!
 //! [`TimedIo`] wraps the connection's stream (plain TCP, or TLS after the
 //! handshake) and sees every read and write; the request path tells it when a
-//! request head has been parsed through [`ConnClock::begin`]. The timer is
-//! armed lazily: a deadline that moves later does not re-arm it; the timer
-//! re-arms itself when it fires early. A connection past a deadline gets an
+//! request head has been parsed ([`ConnClock::begin`]) and while a handler on
+//! the blocking pool has not answered yet ([`ConnClock::set_handling`]). The
+//! timer is armed lazily: a deadline that moves later does not re-arm it; the
+//! timer re-arms itself when it fires early, and holds a no-op waker while no
+//! deadline applies. A connection past a deadline gets an
 //! `ErrorKind::TimedOut` I/O error, which makes actix drop (close) it.
+//!
+//! The head of a connection's first request is also timed by actix-http
+//! (`client_request_timeout`, from the connection's start), which answers 408;
+//! those 408s are counted with the rest. HTTP/2 connections are not covered
+//! beyond the send timeout: actix-http closes them when PINGs go unanswered.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -43,6 +50,12 @@ pub struct ConnClock {
     /// When the first byte of the current request head (or of leftover body)
     /// arrived; `None` while no head is being read.
     reading_since: Cell<Option<Instant>>,
+    /// A handler is still producing its response (a module on the blocking
+    /// pool): bytes that arrive meanwhile (a pipelined request, this request's
+    /// body) are not timed until it answers.
+    handling: Cell<bool>,
+    /// A request of this connection reached the handler.
+    begun: Cell<bool>,
 }
 
 impl ConnClock {
@@ -50,6 +63,12 @@ impl ConnClock {
     /// request. Called once per request, when the request reaches the handler.
     pub fn begin(&self) {
         self.reading_since.set(None);
+        self.begun.set(true);
+    }
+
+    /// Marks a handler that answers later (`true`) and its answer (`false`).
+    pub fn set_handling(&self, handling: bool) {
+        self.handling.set(handling);
     }
 }
 
@@ -66,6 +85,10 @@ pub struct TimedIo<T> {
     /// Since when a write has been waiting for the client to read.
     write_blocked_since: Option<Instant>,
     timer: Option<Pin<Box<Sleep>>>,
+    /// The timer holds the connection task's waker (else a no-op one, so a
+    /// timer armed for a deadline that went away does not wake the task:
+    /// actix restarts its keep-alive timer on every wake-up).
+    timer_wakes: bool,
 }
 
 impl<T> TimedIo<T> {
@@ -75,12 +98,15 @@ impl<T> TimedIo<T> {
             io,
             clock: Rc::new(ConnClock {
                 reading_since: Cell::new(None),
+                handling: Cell::new(false),
+                begun: Cell::new(false),
             }),
             limits,
             time_heads,
             last_write: Instant::now(),
             write_blocked_since: None,
             timer: None,
+            timer_wakes: false,
         }
     }
 
@@ -97,7 +123,11 @@ impl<T> TimedIo<T> {
     /// The earliest deadline that applies now, if any.
     fn deadline(&self) -> Option<Instant> {
         let read = match self.clock.reading_since.get() {
-            Some(since) if self.time_heads && !self.limits.header.is_zero() => {
+            Some(since)
+                if self.time_heads
+                    && !self.limits.header.is_zero()
+                    && !self.clock.handling.get() =>
+            {
                 Some(since.max(self.last_write) + self.limits.header)
             }
             _ => None,
@@ -116,6 +146,7 @@ impl<T> TimedIo<T> {
     /// by the time it will.
     fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
         let Some(deadline) = self.deadline() else {
+            self.quiet_timer();
             return Ok(());
         };
         if Instant::now() >= deadline {
@@ -144,14 +175,36 @@ impl<T> TimedIo<T> {
             timer.as_mut().reset(deadline);
             let _ = timer.as_mut().poll(cx);
         }
+        self.timer_wakes = true;
         Ok(())
     }
 
-    fn wrote(&mut self, r: &Poll<io::Result<usize>>) {
+    /// Gives the timer a no-op waker when it holds the task's and no deadline
+    /// applies any more (a head was completed since it was armed).
+    fn quiet_timer(&mut self) {
+        if self.timer_wakes && self.deadline().is_none() {
+            self.timer_wakes = false;
+            if let Some(t) = &mut self.timer {
+                let _ = t
+                    .as_mut()
+                    .poll(&mut Context::from_waker(std::task::Waker::noop()));
+            }
+        }
+    }
+
+    fn wrote(&mut self, buf: &[u8], r: &Poll<io::Result<usize>>) {
         match r {
             Poll::Ready(Ok(n)) if *n > 0 => {
+                if !self.clock.begun.get() && buf.starts_with(b"HTTP/1.1 408 ") {
+                    // actix-http's own head timeout on the first request.
+                    crate::stats::global()
+                        .timeouts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 self.write_blocked_since = None;
                 self.last_write = Instant::now();
+                // A response is going out: its request's head is complete.
+                self.quiet_timer();
             }
             Poll::Pending if self.write_blocked_since.is_none() => {
                 self.write_blocked_since = Some(Instant::now());
@@ -194,7 +247,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.wrote(&r);
+        this.wrote(buf, &r);
         if r.is_pending() {
             this.check(cx)?;
         }
@@ -208,7 +261,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.wrote(&r);
+        this.wrote(bufs.first().map_or(&[][..], |b| &b[..]), &r);
         if r.is_pending() {
             this.check(cx)?;
         }

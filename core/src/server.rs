@@ -69,15 +69,19 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
                 let (req, _payload) = sreq.into_parts();
-                if let Some(clock) = req.conn_data::<Rc<crate::conn::ConnClock>>() {
+                let clock = req.conn_data::<Rc<crate::conn::ConnClock>>();
+                if let Some(clock) = clock {
                     clock.begin();
                 }
                 let cfg = rt.current.load();
                 if may_block(&cfg, &req) {
-                    return HandleFuture::Offloaded(Box::pin(offload(
-                        arc_swap::Guard::into_inner(cfg),
-                        req,
-                    )));
+                    let handling = clock.map(|c| Handling::new(c.clone()));
+                    let cfg = arc_swap::Guard::into_inner(cfg);
+                    return HandleFuture::Offloaded(Box::pin(async move {
+                        let res = offload(cfg, req).await;
+                        drop(handling);
+                        res
+                    }));
                 }
                 let res = handle(&cfg, &req);
                 HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
@@ -345,6 +349,23 @@ impl std::future::Future for HandleFuture {
             HandleFuture::Ready(r) => Poll::Ready(Ok(r.take().expect("polled after completion"))),
             HandleFuture::Offloaded(f) => f.as_mut().poll(cx).map(Ok),
         }
+    }
+}
+
+/// Marks the connection as waiting for an offloaded handler while it lives
+/// (the header timeout then ignores bytes that arrive meanwhile).
+struct Handling(Rc<crate::conn::ConnClock>);
+
+impl Handling {
+    fn new(clock: Rc<crate::conn::ConnClock>) -> Self {
+        clock.set_handling(true);
+        Handling(clock)
+    }
+}
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.set_handling(false);
     }
 }
 
