@@ -854,3 +854,175 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
         std::fs::read_to_string(d.path().join("err.txt")).unwrap_or_default()
     );
 }
+
+/// A TLS server with one vhost `h2.test` (and `[server]` lines `extra`),
+/// serving `ten.txt` and a 64 MiB `big.bin`; returns the server, its TLS
+/// address and the certificate's DER.
+fn h2_server(d: &TempDir, extra: &str) -> (KillOnDrop, SocketAddr, Vec<u8>) {
+    let mut params = rcgen::CertificateParams::new(vec!["h2.test".to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "h2.test");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let c = params.self_signed(&key).unwrap();
+    let cp = d.write("h2.pem", c.pem());
+    let kp = d.write("h2.key", key.serialize_pem());
+    d.write("www/ten.txt", "0123456789");
+    std::fs::File::create(d.path().join("www/big.bin"))
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let conf = format!(
+        "[server]\nlisten-tls = [\"127.0.0.1:0\"]\nlisten = []\nworkers = 1\n{extra}\n\n\
+         [[vhost]]\nserver-names = [\"h2.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n\
+         tls-certificate = \"{}\"\ntls-key = \"{}\"\n",
+        cp.display(),
+        kp.display()
+    );
+    let f = d.write("server.toml", &conf);
+    let mut child = Command::new(crate::util::bin())
+        .arg("-c")
+        .arg(&f)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(d.path().join("err.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let child = KillOnDrop(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let tls = line
+        .trim()
+        .strip_prefix("tessera: listening on https://")
+        .unwrap_or_else(|| {
+            panic!(
+                "no TLS listener: {line:?} {}",
+                std::fs::read_to_string(d.path().join("err.txt")).unwrap_or_default()
+            )
+        })
+        .parse()
+        .unwrap();
+    (child, tls, c.der().to_vec())
+}
+
+type H2Conn =
+    h2::client::Connection<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, bytes::Bytes>;
+
+/// An HTTP/2 connection (ALPN h2) to `addr` trusting `der`; `window` is the
+/// stream flow-control window the client grants (0 stalls every response).
+async fn h2_connect(
+    addr: SocketAddr,
+    der: &[u8],
+    window: u32,
+) -> (h2::client::SendRequest<bytes::Bytes>, H2Conn) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der.to_vec().into()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect("h2.test".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    h2::client::Builder::new()
+        .initial_window_size(window)
+        .handshake(tls)
+        .await
+        .unwrap()
+}
+
+fn h2_get(path: &str) -> http::Request<()> {
+    http::Request::get(format!("https://h2.test{path}"))
+        .body(())
+        .unwrap()
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn an_idle_http2_connection_closes_at_keep_alive_though_it_answers_pings() {
+    let d = TempDir::new("h2idle");
+    let (_s, tls, der) = h2_server(&d, "keep-alive = 2");
+    block_on(async {
+        let (mut client, conn) = h2_connect(tls, &der, 65_535).await;
+        let conn = tokio::spawn(conn);
+        let (resp, _) = client.send_request(h2_get("/ten.txt"), true).unwrap();
+        let mut body = resp.await.unwrap().into_body();
+        let mut got = Vec::new();
+        while let Some(chunk) = body.data().await {
+            got.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(got, b"0123456789");
+        // The client stays and answers the server's PINGs (the h2 crate does
+        // so while the connection is polled); the server must still close.
+        let started = std::time::Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(20), conn).await;
+        let idle = started.elapsed();
+        assert!(
+            ended.is_ok(),
+            "an idle HTTP/2 connection was open after 20 s"
+        );
+        assert!(idle < Duration::from_secs(8), "closed after {idle:?}");
+        drop(client);
+    });
+}
+
+#[test]
+fn an_http2_stream_stalled_by_flow_control_is_cut_off_at_send_timeout() {
+    let d = TempDir::new("h2stall");
+    let (_s, tls, der) = h2_server(&d, "send-timeout = 2");
+    block_on(async {
+        // A stream window of 0: the response headers come, no data ever can.
+        let (mut client, conn) = h2_connect(tls, &der, 0).await;
+        let conn = tokio::spawn(conn);
+        let (resp, _) = client.send_request(h2_get("/big.bin"), true).unwrap();
+        assert_eq!(resp.await.unwrap().status(), 200);
+        let ended = tokio::time::timeout(Duration::from_secs(20), conn).await;
+        assert!(
+            ended.is_ok(),
+            "a stalled HTTP/2 stream held its connection for 20 s"
+        );
+        drop(client);
+    });
+}
+
+#[test]
+fn an_http2_connection_gets_at_most_128_requests_in_flight() {
+    let d = TempDir::new("h2many");
+    let (_s, tls, der) = h2_server(&d, "");
+    block_on(async {
+        let (mut client, conn) = h2_connect(tls, &der, 0).await;
+        let _conn = tokio::spawn(conn);
+        // 128 stalled downloads, each holding a file open on the server.
+        let mut held = Vec::new();
+        for _ in 0..128 {
+            client = client.ready().await.unwrap();
+            let (resp, _) = client.send_request(h2_get("/big.bin"), true).unwrap();
+            held.push(resp);
+        }
+        // Keep every response (dropping one resets its stream).
+        let mut open = Vec::new();
+        for resp in held {
+            let r = resp.await.unwrap();
+            assert_eq!(r.status(), 200);
+            open.push(r);
+        }
+        client = client.ready().await.unwrap();
+        let (resp, _) = client.send_request(h2_get("/big.bin"), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.headers().get("retry-after").unwrap(), "1");
+    });
+}

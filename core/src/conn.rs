@@ -26,6 +26,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix_rt::time::{sleep_until, Instant, Sleep};
+use actix_web::body::{BodySize, BoxBody, MessageBody};
+use actix_web::web::Bytes;
+use actix_web::HttpResponse;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The timeouts of [`TimedIo`], in whole seconds as configured; zero disables one.
@@ -41,7 +44,18 @@ pub struct Timeouts {
     /// Mirrors nginx `send_timeout` (between two successive writes) and
     /// lighttpd `server.max-write-idle`.
     pub send: Duration,
+    /// HTTP/2 only: how long a connection with no request in flight is kept
+    /// (`keep-alive`, else `client-header-timeout` when keep-alive is off).
+    /// Mirrors nginx `keepalive_timeout` for HTTP/2 (formerly
+    /// `http2_idle_timeout`); actix-http alone keeps an idle HTTP/2 connection
+    /// for as long as the client answers its PINGs.
+    pub h2_idle: Duration,
 }
+
+/// Requests one HTTP/2 connection may have in flight; more get 503 at once
+/// (nginx `http2_max_concurrent_streams`, default 128: actix-http advertises no
+/// SETTINGS_MAX_CONCURRENT_STREAMS, so each stream could hold an open file).
+pub const H2_MAX_REQUESTS: u32 = 128;
 
 /// What the request path and the stream share about one connection; found in
 /// the connection data of each request (`HttpRequest::conn_data`).
@@ -56,6 +70,13 @@ pub struct ConnClock {
     handling: Cell<bool>,
     /// A request of this connection reached the handler.
     begun: Cell<bool>,
+    /// HTTP/2: requests in flight (handler entry to the end of the response
+    /// body), when the last one ended, and when a response body last made
+    /// progress (a flow-control stall shows as no progress).
+    h2: bool,
+    active: Cell<u32>,
+    idle_since: Cell<Instant>,
+    progress: Cell<Instant>,
 }
 
 impl ConnClock {
@@ -69,6 +90,63 @@ impl ConnClock {
     /// Marks a handler that answers later (`true`) and its answer (`false`).
     pub fn set_handling(&self, handling: bool) {
         self.handling.set(handling);
+        if !handling {
+            self.progress.set(Instant::now());
+        }
+    }
+
+    /// True for an HTTP/2 connection that has [`H2_MAX_REQUESTS`] in flight.
+    pub fn h2_busy(&self) -> bool {
+        self.h2 && self.active.get() >= H2_MAX_REQUESTS
+    }
+
+    /// On an HTTP/2 connection, counts the response in flight until its body
+    /// ends (or the stream is reset) and notes each body chunk as progress;
+    /// on HTTP/1 returns `res` as it is.
+    pub fn track(self: &Rc<Self>, res: HttpResponse) -> HttpResponse {
+        if !self.h2 {
+            return res;
+        }
+        self.active.set(self.active.get() + 1);
+        self.progress.set(Instant::now());
+        let clock = self.clone();
+        res.map_body(|_, body| BoxBody::new(TrackedBody { body, clock }))
+    }
+}
+
+/// An HTTP/2 response body counted in flight by its connection's clock.
+struct TrackedBody {
+    body: BoxBody,
+    clock: Rc<ConnClock>,
+}
+
+impl MessageBody for TrackedBody {
+    type Error = Box<dyn std::error::Error>;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.body).poll_next(cx);
+        if r.is_ready() {
+            this.clock.progress.set(Instant::now());
+        }
+        r
+    }
+}
+
+impl Drop for TrackedBody {
+    fn drop(&mut self) {
+        let c = &self.clock;
+        c.active.set(c.active.get().saturating_sub(1));
+        if c.active.get() == 0 {
+            c.idle_since.set(Instant::now());
+        }
     }
 }
 
@@ -100,6 +178,10 @@ impl<T> TimedIo<T> {
                 reading_since: Cell::new(None),
                 handling: Cell::new(false),
                 begun: Cell::new(false),
+                h2: !time_heads,
+                active: Cell::new(0),
+                idle_since: Cell::new(Instant::now()),
+                progress: Cell::new(Instant::now()),
             }),
             limits,
             time_heads,
@@ -136,10 +218,15 @@ impl<T> TimedIo<T> {
             Some(since) if !self.limits.send.is_zero() => Some(since + self.limits.send),
             _ => None,
         };
-        match (read, write) {
-            (Some(r), Some(w)) => Some(r.min(w)),
-            (r, w) => r.or(w),
-        }
+        let c = &self.clock;
+        let h2 = if !c.h2 {
+            None
+        } else if c.active.get() == 0 {
+            (!self.limits.h2_idle.is_zero()).then(|| c.idle_since.get() + self.limits.h2_idle)
+        } else {
+            (!self.limits.send.is_zero()).then(|| c.progress.get() + self.limits.send)
+        };
+        [read, write, h2].into_iter().flatten().min()
     }
 
     /// Fails once a deadline has passed; otherwise makes sure the task is woken
@@ -153,9 +240,12 @@ impl<T> TimedIo<T> {
             crate::stats::global()
                 .timeouts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let what = if self
-                .write_blocked_since
-                .is_some_and(|s| s + self.limits.send <= deadline)
+            let what = if self.clock.h2 && self.clock.active.get() == 0 {
+                "keep-alive: an idle HTTP/2 connection"
+            } else if self.clock.h2
+                || self
+                    .write_blocked_since
+                    .is_some_and(|s| s + self.limits.send <= deadline)
             {
                 "send-timeout: the client stopped reading"
             } else {
@@ -298,6 +388,7 @@ mod tests {
         Timeouts {
             header: Duration::from_millis(header),
             send: Duration::from_millis(send),
+            h2_idle: Duration::from_millis(200),
         }
     }
 
@@ -328,14 +419,20 @@ mod tests {
     }
 
     #[actix_rt::test]
-    async fn h2_connections_do_not_time_heads() {
+    async fn h2_connections_time_idleness_not_heads() {
         let (mut client, server) = tokio::io::duplex(64);
         let mut io = TimedIo::new(server, limits(100, 0), false);
         client.write_all(b"x").await.unwrap();
         let mut buf = [0u8; 4];
         assert_eq!(io.read(&mut buf).await.unwrap(), 1);
-        let idle = actix_rt::time::timeout(Duration::from_millis(300), io.read(&mut buf)).await;
-        assert!(idle.is_err());
+        // A request in flight: neither the header nor the idle deadline.
+        let res = io.clock().track(HttpResponse::Ok().finish());
+        let busy = actix_rt::time::timeout(Duration::from_millis(400), io.read(&mut buf)).await;
+        assert!(busy.is_err(), "a connection with a request in flight was closed");
+        // Its response is done: idle from then on, closed after h2_idle.
+        drop(res);
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
     }
 
     #[actix_rt::test]

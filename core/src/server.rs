@@ -69,21 +69,36 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
                 let (req, _payload) = sreq.into_parts();
-                let clock = req.conn_data::<Rc<crate::conn::ConnClock>>();
-                if let Some(clock) = clock {
+                let clock = req.conn_data::<Rc<crate::conn::ConnClock>>().cloned();
+                if let Some(clock) = &clock {
                     clock.begin();
+                    if clock.h2_busy() {
+                        let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE);
+                        r.headers_mut()
+                            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                        return HandleFuture::Ready(Some(ServiceResponse::new(req, r)));
+                    }
                 }
                 let cfg = rt.current.load();
                 if may_block(&cfg, &req) {
-                    let handling = clock.map(|c| Handling::new(c.clone()));
                     let cfg = arc_swap::Guard::into_inner(cfg);
                     return HandleFuture::Offloaded(Box::pin(async move {
+                        let handling = clock.as_ref().map(|c| Handling::new(c.clone()));
                         let res = offload(cfg, req).await;
                         drop(handling);
-                        res
+                        match clock {
+                            Some(c) => {
+                                let (req, res) = res.into_parts();
+                                ServiceResponse::new(req, c.track(res))
+                            }
+                            None => res,
+                        }
                     }));
                 }
-                let res = handle(&cfg, &req);
+                let mut res = handle(&cfg, &req);
+                if let Some(c) = &clock {
+                    res = c.track(res);
+                }
                 HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
             }))
     };
@@ -231,6 +246,11 @@ impl ConnSettings {
             timeouts: crate::conn::Timeouts {
                 header: Duration::from_secs(s.client_header_timeout),
                 send: Duration::from_secs(s.send_timeout),
+                h2_idle: Duration::from_secs(if s.keep_alive > 0 {
+                    s.keep_alive
+                } else {
+                    s.client_header_timeout
+                }),
             },
         }
     }

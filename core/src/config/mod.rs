@@ -30,7 +30,8 @@ use crate::vhost::{Vhost, VhostInfo, VhostTable};
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ServerSettings {
     /// Addresses to listen on, `"IP:PORT"` (`"[::1]:8080"` for IPv6); port 0 asks
-    /// the OS for a free port. Default `["127.0.0.1:8080"]`.
+    /// the OS for a free port. Default `["127.0.0.1:8080"]`; may be `[]` when
+    /// `listen-tls` is not (a TLS-only server).
     #[serde(default = "default_listen")]
     pub listen: Vec<String>,
     /// Worker threads; 0 (the default) means one per CPU core (nginx
@@ -455,8 +456,11 @@ fn load_plugins(
 }
 
 fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
-    if s.listen.is_empty() {
-        return Err(e.at("server.listen", "no listen address"));
+    if s.listen.is_empty() && s.listen_tls.is_empty() {
+        return Err(e.at(
+            "server.listen",
+            "no listen address (and no server.listen-tls)",
+        ));
     }
     for (i, a) in s.listen.iter().enumerate() {
         if a.parse::<std::net::SocketAddr>().is_err() {
