@@ -1343,7 +1343,7 @@ fn b41_one_coherent_cache_policy() {
 fn version(i: usize) -> Vec<u8> {
     let pad = (i * 7919) % 300_000;
     let mut v = format!("{{\"v\":{i:04},\"pad\":\"").into_bytes();
-    v.extend(std::iter::repeat(b'a' + (i % 26) as u8).take(pad));
+    v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, pad));
     v.extend_from_slice(b"\"}\n");
     v
 }

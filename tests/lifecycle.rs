@@ -26,6 +26,9 @@ fn site(extra_server: &str, vhost_extra: &str) -> String {
     )
 }
 
+/// Status, header fields and body of one response.
+type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
 /// A keep-alive HTTP/1.1 client: one request at a time on one connection.
 struct KeepAlive {
     r: BufReader<TcpStream>,
@@ -44,7 +47,7 @@ impl KeepAlive {
     }
 
     /// GET `path`; returns (status, headers, body) or an error text.
-    fn get(&mut self, path: &str) -> Result<(u16, Vec<(String, String)>, Vec<u8>), String> {
+    fn get(&mut self, path: &str) -> Result<Answer, String> {
         let req = format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n");
         self.w
             .write_all(req.as_bytes())

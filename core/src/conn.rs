@@ -428,7 +428,10 @@ mod tests {
         // A request in flight: neither the header nor the idle deadline.
         let res = io.clock().track(HttpResponse::Ok().finish());
         let busy = actix_rt::time::timeout(Duration::from_millis(400), io.read(&mut buf)).await;
-        assert!(busy.is_err(), "a connection with a request in flight was closed");
+        assert!(
+            busy.is_err(),
+            "a connection with a request in flight was closed"
+        );
         // Its response is done: idle from then on, closed after h2_idle.
         drop(res);
         let err = io.read(&mut buf).await.unwrap_err();

@@ -73,7 +73,7 @@ impl CertTable {
                 self.exact.insert(n.clone(), cert.clone());
             }
         }
-        self.wildcard.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.wildcard.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
     }
 
     /// Sets the certificate for names no vhost claims (and clients without SNI).

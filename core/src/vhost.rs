@@ -95,7 +95,7 @@ impl VhostTable {
                 }
             }
         }
-        wildcards.sort_by(|a: &(Box<str>, usize), b| b.0.len().cmp(&a.0.len()));
+        wildcards.sort_by_key(|w: &(Box<str>, usize)| std::cmp::Reverse(w.0.len()));
         VhostTable {
             vhosts,
             exact,

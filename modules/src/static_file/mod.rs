@@ -224,7 +224,7 @@ impl Module for StaticFile {
             }
         }
         if let Some(cache) = &self.cache {
-            if let Some(r) = self.from_cache(cache, cx) {
+            if let Some(r) = self.cached_response(cache, cx) {
                 return Some(r);
             }
         }
@@ -366,7 +366,7 @@ pub struct Representation<'a> {
 impl StaticFile {
     /// Answers from the open-file cache; `None` when the path is not cached or
     /// its entry is out of date (the caller resolves it afresh).
-    fn from_cache(&self, cache: &FileCache, cx: &Ctx<'_>) -> Option<HttpResponse> {
+    fn cached_response(&self, cache: &FileCache, cx: &Ctx<'_>) -> Option<HttpResponse> {
         let e = cache.get(cx.path())?;
         if let Some(r) = method_check(cx) {
             return Some(r);
