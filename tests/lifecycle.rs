@@ -721,7 +721,7 @@ fn served_cn(addr: SocketAddr, sni: &str) -> String {
 }
 
 /// Kills the server when the test ends, also when an assertion fails.
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -862,6 +862,17 @@ fn tls_sni_http2_redirect_and_renewed_certificate() {
 /// serving `ten.txt` and a 64 MiB `big.bin`; returns the server, its TLS
 /// address and the certificate's DER.
 fn h2_server(d: &TempDir, extra: &str) -> (KillOnDrop, SocketAddr, Vec<u8>) {
+    h2_server_with(d, extra, "", "modules = [\"static-file\"]")
+}
+
+/// [`h2_server`] with `tables` (such as `[[plugin]]`) before the vhost and
+/// `vhost` (its `modules` line and module tables) at the vhost's end.
+pub(crate) fn h2_server_with(
+    d: &TempDir,
+    extra: &str,
+    tables: &str,
+    vhost: &str,
+) -> (KillOnDrop, SocketAddr, Vec<u8>) {
     let mut params = rcgen::CertificateParams::new(vec!["h2.test".to_string()]).unwrap();
     params
         .distinguished_name
@@ -876,9 +887,9 @@ fn h2_server(d: &TempDir, extra: &str) -> (KillOnDrop, SocketAddr, Vec<u8>) {
         .set_len(64 << 20)
         .unwrap();
     let conf = format!(
-        "[server]\nlisten-tls = [\"127.0.0.1:0\"]\nlisten = []\nworkers = 1\n{extra}\n\n\
-         [[vhost]]\nserver-names = [\"h2.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n\
-         tls-certificate = \"{}\"\ntls-key = \"{}\"\n",
+        "[server]\nlisten-tls = [\"127.0.0.1:0\"]\nlisten = []\nworkers = 1\n{extra}\n\n{tables}\n\
+         [[vhost]]\nserver-names = [\"h2.test\"]\ndefault = true\ndocument-root = \"www\"\n\
+         tls-certificate = \"{}\"\ntls-key = \"{}\"\n{vhost}\n",
         cp.display(),
         kp.display()
     );
@@ -908,12 +919,12 @@ fn h2_server(d: &TempDir, extra: &str) -> (KillOnDrop, SocketAddr, Vec<u8>) {
     (child, tls, c.der().to_vec())
 }
 
-type H2Conn =
+pub(crate) type H2Conn =
     h2::client::Connection<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, bytes::Bytes>;
 
 /// An HTTP/2 connection (ALPN h2) to `addr` trusting `der`; `window` is the
 /// stream flow-control window the client grants (0 stalls every response).
-async fn h2_connect(
+pub(crate) async fn h2_connect(
     addr: SocketAddr,
     der: &[u8],
     window: u32,
@@ -940,13 +951,13 @@ async fn h2_connect(
         .unwrap()
 }
 
-fn h2_get(path: &str) -> http::Request<()> {
+pub(crate) fn h2_get(path: &str) -> http::Request<()> {
     http::Request::get(format!("https://h2.test{path}"))
         .body(())
         .unwrap()
 }
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1027,5 +1038,82 @@ fn an_http2_connection_gets_at_most_128_requests_in_flight() {
         let resp = resp.await.unwrap();
         assert_eq!(resp.status(), 503);
         assert_eq!(resp.headers().get("retry-after").unwrap(), "1");
+    });
+}
+
+#[test]
+fn a_stalled_http2_stream_is_cut_off_though_other_requests_come_and_go() {
+    let d = TempDir::new("h2mixed");
+    let (_s, tls, der) = h2_server(&d, "send-timeout = 2");
+    block_on(async {
+        // A zero window stalls the download; HEAD answers need no window.
+        let (mut client, conn) = h2_connect(tls, &der, 0).await;
+        let mut conn = tokio::spawn(conn);
+        let (resp, _) = client.send_request(h2_get("/big.bin"), true).unwrap();
+        let _stalled = resp.await.unwrap();
+        let started = std::time::Instant::now();
+        let mut answered = 0;
+        while started.elapsed() < Duration::from_secs(15) {
+            let head = http::Request::head("https://h2.test/ten.txt")
+                .body(())
+                .unwrap();
+            let Ok(c) = client.clone().ready().await else {
+                break;
+            };
+            client = c;
+            let Ok((resp, _)) = client.send_request(head, true) else {
+                break;
+            };
+            match resp.await {
+                Ok(r) if r.status() == 200 => answered += 1,
+                _ => break,
+            }
+            // A request every half second keeps the connection busy.
+            if tokio::time::timeout(Duration::from_millis(500), &mut conn)
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(8),
+            "a stalled stream survived {took:?} of other requests ({answered} answered)"
+        );
+        assert!(answered > 0);
+    });
+}
+
+#[test]
+fn a_slow_but_steady_http2_download_is_not_cut_off() {
+    let d = TempDir::new("h2slow");
+    let (_s, tls, der) = h2_server(&d, "send-timeout = 2");
+    block_on(async {
+        // 16 KiB of window a second: a slow reader, but a steady one.
+        let (mut client, conn) = h2_connect(tls, &der, 16 * 1024).await;
+        let conn = tokio::spawn(conn);
+        let (resp, _) = client.send_request(h2_get("/big.bin"), true).unwrap();
+        let mut body = resp.await.unwrap().into_body();
+        let started = std::time::Instant::now();
+        let mut got = 0usize;
+        let mut since_pause = 0usize;
+        while started.elapsed() < Duration::from_secs(6) {
+            let chunk = tokio::time::timeout(Duration::from_secs(5), body.data())
+                .await
+                .expect("the download stopped")
+                .expect("the stream ended early")
+                .expect("the stream was reset");
+            got += chunk.len();
+            since_pause += chunk.len();
+            body.flow_control().release_capacity(chunk.len()).unwrap();
+            if since_pause >= 16 * 1024 {
+                since_pause = 0;
+                // The reader's pace is the behaviour under test.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        assert!(got >= 4 * 16 * 1024, "only {got} bytes in 6 s");
+        assert!(!conn.is_finished(), "the connection was closed");
     });
 }

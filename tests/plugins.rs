@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::util::{bin, Server, TempDir};
 
@@ -792,4 +793,53 @@ fn a_request_pipelined_behind_a_slow_handler_is_not_cut_off() {
         2,
         "both pipelined requests answered: {text:?}"
     );
+}
+
+#[test]
+fn http2_requests_to_a_blocking_handler_count_in_flight_and_outlive_keep_alive() {
+    use crate::lifecycle::{block_on, h2_connect, h2_get, h2_server_with};
+    let d = TempDir::new("h2block");
+    let marker = d.path().join("go");
+    let path = lib("tessera-fixture-blocking");
+    let (_s, tls, der) = h2_server_with(
+        &d,
+        "keep-alive = 2\nsend-timeout = 2",
+        &format!("[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n"),
+        &format!(
+            "modules = [\"blocking\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n",
+            marker.display()
+        ),
+    );
+    block_on(async {
+        let (mut client, conn) = h2_connect(tls, &der, 65_535).await;
+        let conn = tokio::spawn(conn);
+        // 128 requests whose handlers block: they are in flight.
+        let mut waiting = Vec::new();
+        for _ in 0..128 {
+            client = client.ready().await.unwrap();
+            waiting.push(client.send_request(h2_get("/ten.txt"), true).unwrap().0);
+        }
+        client = client.ready().await.unwrap();
+        let (extra, _) = client.send_request(h2_get("/ten.txt"), true).unwrap();
+        let extra = tokio::time::timeout(Duration::from_secs(10), extra)
+            .await
+            .expect("the 129th request was not answered at once")
+            .unwrap();
+        assert_eq!(extra.status(), 503);
+        // The handlers take longer than keep-alive and send-timeout: server
+        // work, not an idle or stalled client.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            !conn.is_finished(),
+            "the connection was closed while its handlers ran"
+        );
+        std::fs::write(&marker, "").unwrap();
+        for resp in waiting {
+            let r = tokio::time::timeout(Duration::from_secs(20), resp)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+    });
 }

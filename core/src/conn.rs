@@ -14,10 +14,15 @@
 //!
 //! The head of a connection's first request is also timed by actix-http
 //! (`client_request_timeout`, from the connection's start), which answers 408;
-//! those 408s are counted with the rest. HTTP/2 connections are not covered
-//! beyond the send timeout: actix-http closes them when PINGs go unanswered.
+//! those 408s are counted with the rest.
+//!
+//! HTTP/2 connections are timed per request instead of per head: the request
+//! path registers each request in flight ([`ConnClock::start`]); with none in
+//! flight the connection closes after `h2_idle`, and it closes when any
+//! answered request's body has made no progress for the send timeout (a
+//! stream stalled by flow control never blocks the socket).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -70,14 +75,27 @@ pub struct ConnClock {
     handling: Cell<bool>,
     /// A request of this connection reached the handler.
     begun: Cell<bool>,
-    /// HTTP/2: requests in flight (handler entry to the end of the response
-    /// body), when the last one ended, and when a response body last made
-    /// progress (a flow-control stall shows as no progress).
+    /// HTTP/2: the requests in flight (handler entry to the end of the
+    /// response body), one slot each, and when the last one ended.
     h2: bool,
+    streams: RefCell<Vec<Option<Stream>>>,
     active: Cell<u32>,
     idle_since: Cell<Instant>,
-    progress: Cell<Instant>,
 }
+
+/// One HTTP/2 request in flight.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    /// When its response body last made progress (or its handler answered).
+    since: Instant,
+    /// Its handler has not answered yet (server work is not a client stall).
+    handling: bool,
+}
+
+/// Largest body chunk handed to HTTP/2 at once, in bytes: the stream's
+/// progress is noted per chunk, so a client reading slowly but steadily makes
+/// progress at least every 16 KiB (the default HTTP/2 frame size).
+const H2_CHUNK: usize = 16 * 1024;
 
 impl ConnClock {
     /// Marks the request head as complete: the header timeout stops for this
@@ -90,9 +108,6 @@ impl ConnClock {
     /// Marks a handler that answers later (`true`) and its answer (`false`).
     pub fn set_handling(&self, handling: bool) {
         self.handling.set(handling);
-        if !handling {
-            self.progress.set(Instant::now());
-        }
     }
 
     /// True for an HTTP/2 connection that has [`H2_MAX_REQUESTS`] in flight.
@@ -100,24 +115,94 @@ impl ConnClock {
         self.h2 && self.active.get() >= H2_MAX_REQUESTS
     }
 
-    /// On an HTTP/2 connection, counts the response in flight until its body
-    /// ends (or the stream is reset) and notes each body chunk as progress;
-    /// on HTTP/1 returns `res` as it is.
-    pub fn track(self: &Rc<Self>, res: HttpResponse) -> HttpResponse {
+    /// On an HTTP/2 connection, counts a request in flight from now (its
+    /// handler is running) until the returned guard, or the response body it
+    /// is moved into by [`InFlight::track`], is dropped. `None` on HTTP/1.
+    pub fn start(self: &Rc<Self>) -> Option<InFlight> {
         if !self.h2 {
-            return res;
+            return None;
         }
+        let entry = Stream {
+            since: Instant::now(),
+            handling: true,
+        };
+        let mut streams = self.streams.borrow_mut();
+        let slot = match streams.iter().position(Option::is_none) {
+            Some(i) => {
+                streams[i] = Some(entry);
+                i
+            }
+            None => {
+                streams.push(Some(entry));
+                streams.len() - 1
+            }
+        };
         self.active.set(self.active.get() + 1);
-        self.progress.set(Instant::now());
-        let clock = self.clone();
-        res.map_body(|_, body| BoxBody::new(TrackedBody { body, clock }))
+        Some(InFlight {
+            clock: self.clone(),
+            slot,
+        })
+    }
+
+    /// The earliest stall deadline of the HTTP/2 requests in flight whose
+    /// handlers have answered.
+    fn h2_stall_deadline(&self, send: Duration) -> Option<Instant> {
+        self.streams
+            .borrow()
+            .iter()
+            .flatten()
+            .filter(|s| !s.handling)
+            .map(|s| s.since + send)
+            .min()
     }
 }
 
-/// An HTTP/2 response body counted in flight by its connection's clock.
+/// An HTTP/2 request in flight (see [`ConnClock::start`]).
+pub struct InFlight {
+    clock: Rc<ConnClock>,
+    slot: usize,
+}
+
+impl InFlight {
+    fn progress(&self, handling: bool) {
+        if let Some(s) = self.clock.streams.borrow_mut()[self.slot].as_mut() {
+            s.since = Instant::now();
+            s.handling = handling;
+        }
+    }
+
+    /// The handler answered with `res`: from now on the request's clock runs
+    /// on its body's progress (each chunk of at most 16 KiB), and it stays in
+    /// flight until the body ends or the stream is reset.
+    pub fn track(self, res: HttpResponse) -> HttpResponse {
+        self.progress(false);
+        res.map_body(|_, body| {
+            BoxBody::new(TrackedBody {
+                body,
+                rest: Bytes::new(),
+                flight: self,
+            })
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let c = &self.clock;
+        c.streams.borrow_mut()[self.slot] = None;
+        c.active.set(c.active.get().saturating_sub(1));
+        if c.active.get() == 0 {
+            c.idle_since.set(Instant::now());
+        }
+    }
+}
+
+/// An HTTP/2 response body in flight, handed out in chunks of at most
+/// [`H2_CHUNK`] bytes.
 struct TrackedBody {
     body: BoxBody,
-    clock: Rc<ConnClock>,
+    rest: Bytes,
+    flight: InFlight,
 }
 
 impl MessageBody for TrackedBody {
@@ -132,21 +217,20 @@ impl MessageBody for TrackedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.body).poll_next(cx);
-        if r.is_ready() {
-            this.clock.progress.set(Instant::now());
+        if this.rest.is_empty() {
+            match Pin::new(&mut this.body).poll_next(cx) {
+                Poll::Ready(Some(Ok(b))) => this.rest = b,
+                other => {
+                    if other.is_ready() {
+                        this.flight.progress(false);
+                    }
+                    return other;
+                }
+            }
         }
-        r
-    }
-}
-
-impl Drop for TrackedBody {
-    fn drop(&mut self) {
-        let c = &self.clock;
-        c.active.set(c.active.get().saturating_sub(1));
-        if c.active.get() == 0 {
-            c.idle_since.set(Instant::now());
-        }
+        let n = this.rest.len().min(H2_CHUNK);
+        this.flight.progress(false);
+        Poll::Ready(Some(Ok(this.rest.split_to(n))))
     }
 }
 
@@ -179,9 +263,9 @@ impl<T> TimedIo<T> {
                 handling: Cell::new(false),
                 begun: Cell::new(false),
                 h2: !time_heads,
+                streams: RefCell::new(Vec::new()),
                 active: Cell::new(0),
                 idle_since: Cell::new(Instant::now()),
-                progress: Cell::new(Instant::now()),
             }),
             limits,
             time_heads,
@@ -223,8 +307,10 @@ impl<T> TimedIo<T> {
             None
         } else if c.active.get() == 0 {
             (!self.limits.h2_idle.is_zero()).then(|| c.idle_since.get() + self.limits.h2_idle)
+        } else if self.limits.send.is_zero() {
+            None
         } else {
-            (!self.limits.send.is_zero()).then(|| c.progress.get() + self.limits.send)
+            c.h2_stall_deadline(self.limits.send)
         };
         [read, write, h2].into_iter().flatten().min()
     }
@@ -426,7 +512,8 @@ mod tests {
         let mut buf = [0u8; 4];
         assert_eq!(io.read(&mut buf).await.unwrap(), 1);
         // A request in flight: neither the header nor the idle deadline.
-        let res = io.clock().track(HttpResponse::Ok().finish());
+        let flight = io.clock().start().expect("an HTTP/2 clock");
+        let res = flight.track(HttpResponse::Ok().finish());
         let busy = actix_rt::time::timeout(Duration::from_millis(400), io.read(&mut buf)).await;
         assert!(
             busy.is_err(),

@@ -79,25 +79,26 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                         return HandleFuture::Ready(Some(ServiceResponse::new(req, r)));
                     }
                 }
+                let flight = clock.as_ref().and_then(|c| c.start());
                 let cfg = rt.current.load();
                 if may_block(&cfg, &req) {
                     let cfg = arc_swap::Guard::into_inner(cfg);
                     return HandleFuture::Offloaded(Box::pin(async move {
-                        let handling = clock.as_ref().map(|c| Handling::new(c.clone()));
+                        let handling = clock.map(Handling::new);
                         let res = offload(cfg, req).await;
                         drop(handling);
-                        match clock {
-                            Some(c) => {
+                        match flight {
+                            Some(f) => {
                                 let (req, res) = res.into_parts();
-                                ServiceResponse::new(req, c.track(res))
+                                ServiceResponse::new(req, f.track(res))
                             }
                             None => res,
                         }
                     }));
                 }
                 let mut res = handle(&cfg, &req);
-                if let Some(c) = &clock {
-                    res = c.track(res);
+                if let Some(f) = flight {
+                    res = f.track(res);
                 }
                 HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
             }))
