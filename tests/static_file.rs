@@ -553,3 +553,25 @@ fn excluded_extensions_are_never_served_also_as_index_files() {
     assert_eq!(s.get("/").status, 403);
     assert_eq!(s.get("/app/").text(), "html");
 }
+
+#[test]
+fn a_304_gets_the_expiry_its_200_would_get_also_for_an_index_file() {
+    // The 304 has no Content-Type (RFC 9110 §15.4.5) and "/" no extension,
+    // but a cache refreshes its stored Expires from the 304 (RFC 9111 §4.3.4).
+    let s = Server::site(
+        "\"expires\", \"static-file\"",
+        "[vhost.expires]\nmime-types = { \"text/html\" = \"access plus 5 minutes\" }\n",
+        |d| {
+            d.write("www/index.html", "<p>home</p>");
+        },
+    );
+    let r = s.get("/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("cache-control"), Some("max-age=300"));
+    let etag = r.header("etag").unwrap().to_string();
+    let r = s.req("GET", "/", &[&format!("If-None-Match: {etag}")]);
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("content-type"), None);
+    assert_eq!(r.header("cache-control"), Some("max-age=300"));
+    assert!(r.header("expires").is_some());
+}

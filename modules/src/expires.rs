@@ -411,7 +411,7 @@ impl Module for Expires {
         if method != Method::GET && method != Method::HEAD {
             return;
         }
-        let Some(rule) = self.rule_for(cx.path(), status, res.headers()) else {
+        let Some(rule) = self.rule_for(cx.path(), res) else {
             return;
         };
         let headers = res.headers_mut();
@@ -471,21 +471,29 @@ impl Module for Expires {
 impl Expires {
     /// The first `url` rule whose prefix starts `path`, else the first
     /// `mime-types` rule matching the response's MIME type.
-    fn rule_for(&self, path: &str, status: StatusCode, headers: &HeaderMap) -> Option<&Rule> {
+    fn rule_for(&self, path: &str, res: &HttpResponse) -> Option<&Rule> {
         if let Some((_, r)) = self.url.iter().find(|(p, _)| path.starts_with(&**p)) {
             return Some(r);
         }
         if self.mime.is_empty() {
             return None;
         }
-        let mime = match headers.get(header::CONTENT_TYPE) {
+        let ext = res.extensions();
+        let from_static = ext.get::<crate::static_file::NotModifiedType>();
+        let ct = res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .or(from_static.map(|t| &t.0));
+        let mime = match ct {
             Some(v) => v
                 .to_str()
                 .ok()
                 .map(|ct| ct.split(';').next().unwrap_or("").trim()),
-            // A 304 usually has no Content-Type (RFC 9110 §15.4.5): use the one
-            // the path's extension suggests, as static-file would send with 200.
-            None if status == StatusCode::NOT_MODIFIED => mime_guess::from_path(path).first_raw(),
+            // A 304 has no Content-Type (RFC 9110 §15.4.5): static-file says
+            // which the 200 would have had; otherwise the path's extension.
+            None if res.status() == StatusCode::NOT_MODIFIED => {
+                mime_guess::from_path(path).first_raw()
+            }
             None => None,
         };
         self.mime

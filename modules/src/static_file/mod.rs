@@ -487,6 +487,14 @@ impl FileInfo {
     }
 }
 
+/// In the extensions of a 304 from static-file: the Content-Type the 200 would
+/// have carried. A 304 sends none (RFC 9110 §15.4.5), but response-phase
+/// modules that choose by type (expires `mime-types`) must still apply, so
+/// that the cache's stored Cache-Control and Expires are refreshed (RFC 9111
+/// §4.3.4).
+#[derive(Debug, Clone)]
+pub struct NotModifiedType(pub HeaderValue);
+
 /// The first `size` bytes of `file`, read with `pread` from offset 0.
 fn read_whole(file: &File, size: u64) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; size as usize];
@@ -545,6 +553,8 @@ fn respond(
         Precondition::NotModified => {
             let mut r = HttpResponse::NotModified().finish();
             info.validators(&mut r);
+            r.extensions_mut()
+                .insert(NotModifiedType(info.content_type.clone()));
             return r;
         }
         Precondition::Failed => return error_response(StatusCode::PRECONDITION_FAILED),
