@@ -108,6 +108,9 @@ fn summary(cfg: &Config) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "listen: {}", cfg.server.listen.join(", "));
+    if !cfg.server.listen_tls.is_empty() {
+        let _ = writeln!(s, "listen-tls: {}", cfg.server.listen_tls.join(", "));
+    }
     let default = cfg.vhosts.default_vhost().info.index;
     for v in cfg.vhosts.all() {
         let _ = writeln!(
