@@ -69,22 +69,23 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
                 let (req, _payload) = sreq.into_parts();
-                let clock = req.conn_data::<Rc<crate::conn::ConnClock>>().cloned();
-                if let Some(clock) = &clock {
-                    clock.begin();
-                    if clock.h2_busy() {
-                        let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE);
-                        r.headers_mut()
-                            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                        return HandleFuture::Ready(Some(ServiceResponse::new(req, r)));
-                    }
+                let clock = req.conn_data::<Rc<crate::conn::ConnClock>>();
+                let busy = clock.is_some_and(|c| {
+                    c.begin();
+                    c.h2_busy()
+                });
+                if busy {
+                    let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE);
+                    r.headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    return HandleFuture::Ready(Some(ServiceResponse::new(req, r)));
                 }
-                let flight = clock.as_ref().and_then(|c| c.start());
+                let flight = clock.and_then(|c| c.start());
                 let cfg = rt.current.load();
                 if may_block(&cfg, &req) {
                     let cfg = arc_swap::Guard::into_inner(cfg);
+                    let handling = clock.map(|c| Handling::new(c.clone()));
                     return HandleFuture::Offloaded(Box::pin(async move {
-                        let handling = clock.map(Handling::new);
                         let res = offload(cfg, req).await;
                         drop(handling);
                         match flight {
