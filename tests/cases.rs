@@ -1399,6 +1399,50 @@ fn b42_atomic_replace_while_serving() {
     assert!(!seen.is_empty());
 }
 
+/// B42 (a) with `follow-symlinks = "never"`: a file replaced by
+/// write-then-rename while it is opened is served, never refused. The check
+/// once read the opened file's path back from `/proc/self/fd`, which had
+/// become `data.json (deleted)`: 1 to 3% of the GETs got 403.
+#[test]
+fn b42_atomic_replace_with_symlinks_never_is_never_403() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = sf(
+        "[vhost.static-file]\nfollow-symlinks = \"never\"\nopen-file-cache = 0\n",
+        |d| {
+            d.write("www/data.json", version(0));
+        },
+    );
+    let root = s.root();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    // bounded: at most 100,000 renames, or until the reader is done
+    let writer = std::thread::spawn(move || {
+        let tmp = root.join("data.json.tmp");
+        for i in 1..=100_000 {
+            if done.load(Ordering::Relaxed) {
+                break;
+            }
+            std::fs::write(&tmp, version(i % 50)).unwrap();
+            std::fs::rename(&tmp, root.join("data.json")).unwrap();
+        }
+    });
+    let mut refused = 0;
+    for _ in 0..1000 {
+        let r = s.req("GET", "/data.json", &[]);
+        match r.status {
+            200 => assert_framed(&r),
+            403 => refused += 1,
+            other => panic!("status {other}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(
+        refused, 0,
+        "403s for a file that exists at the requested path"
+    );
+}
+
 #[test]
 fn b42_in_place_rewrite_never_overruns() {
     let s = sf("", |d| {

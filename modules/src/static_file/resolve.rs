@@ -48,31 +48,40 @@ fn io_refusal(e: &std::io::Error) -> Resolved {
 /// Opens `full` (= `root` joined with the request path), applying `policy`.
 /// `root` must be canonical.
 ///
-/// The policy is checked on the file that was actually opened (its path as the
-/// kernel resolved it, `/proc/self/fd/N`), not on a path looked up before the
-/// open: a symlink swapped between a check and the open cannot leak a file
-/// (nginx `disable_symlinks` gets the same from `openat(O_NOFOLLOW)`). The open
-/// is non-blocking, so a FIFO in the document root cannot hang a worker.
+/// `never` lets the kernel refuse links while it opens: `openat2` with
+/// `RESOLVE_NO_SYMLINKS` (Linux 5.6+), else an `O_NOFOLLOW` walk from the root
+/// (nginx `disable_symlinks on`). No path is read back, so a file replaced by
+/// write-then-rename while it is opened is served, never refused (case B42).
+/// The other policies check the file that was actually opened (its path as the
+/// kernel resolved it, `/proc/self/fd/N`), not a path looked up before the
+/// open: a symlink swapped between a check and the open cannot leak a file.
+/// Every open is non-blocking, so a FIFO in the document root cannot hang a
+/// worker.
 pub fn open(root: &Path, full: &Path, policy: SymlinkPolicy) -> Resolved {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(full)
-    {
+    let opened = match policy {
+        SymlinkPolicy::Never => no_symlinks::open(root, full),
+        _ => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(full),
+    };
+    let file = match opened {
         Ok(f) => f,
         Err(e) => return io_refusal(&e),
     };
-    if policy != SymlinkPolicy::Always {
+    if matches!(
+        policy,
+        SymlinkPolicy::InsideRoot | SymlinkPolicy::OwnerMatch
+    ) {
         let real = match opened_path(&file, full) {
             Ok(c) => c,
             Err(e) => return io_refusal(&e),
         };
-        let allowed = match policy {
-            SymlinkPolicy::InsideRoot => real.starts_with(root),
-            SymlinkPolicy::Never => real == full,
-            SymlinkPolicy::OwnerMatch => real == full || owners_match(root, full),
-            SymlinkPolicy::Always => true,
+        let allowed = if policy == SymlinkPolicy::InsideRoot {
+            real.starts_with(root)
+        } else {
+            real == full || owners_match(root, full)
         };
         if !allowed {
             return Resolved::Forbidden;
@@ -98,6 +107,97 @@ fn opened_path(file: &File, full: &Path) -> std::io::Result<PathBuf> {
     match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
         Ok(p) => Ok(p),
         Err(_) => std::fs::canonicalize(full),
+    }
+}
+
+/// Opening with no symbolic link in any component below the root. A link is
+/// `ELOOP` (or `EXDEV`), reported as `PermissionDenied` so that it is a 403.
+mod no_symlinks {
+    use std::fs::File;
+    use std::io;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Component, Path};
+
+    use rustix::fs::{Mode, OFlags, CWD};
+    use rustix::io::Errno;
+
+    const FILE_FLAGS: OFlags = OFlags::RDONLY
+        .union(OFlags::NONBLOCK)
+        .union(OFlags::CLOEXEC)
+        .union(OFlags::NOFOLLOW);
+
+    fn refusal(e: Errno) -> io::Error {
+        if e == Errno::LOOP || e == Errno::XDEV || e == Errno::MLINK {
+            io::Error::from(io::ErrorKind::PermissionDenied)
+        } else {
+            e.into()
+        }
+    }
+
+    /// Opens `full` (inside the canonical `root`) refusing every link.
+    pub(super) fn open(root: &Path, full: &Path) -> io::Result<File> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(r) = openat2(full) {
+            return r;
+        }
+        walk(root, full)
+    }
+
+    /// `openat2(RESOLVE_NO_SYMLINKS)`; `None` where the kernel lacks it
+    /// (remembered, so that an old kernel costs one failed call per process).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn openat2(full: &Path) -> Option<io::Result<File>> {
+        use rustix::fs::ResolveFlags;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static MISSING: AtomicBool = AtomicBool::new(false);
+        if MISSING.load(Ordering::Relaxed) {
+            return None;
+        }
+        match rustix::fs::openat2(
+            CWD,
+            full,
+            FILE_FLAGS,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => Some(Ok(File::from(fd))),
+            // no openat2 (before Linux 5.6), or a seccomp filter refusing it
+            Err(Errno::NOSYS) | Err(Errno::PERM) => {
+                MISSING.store(true, Ordering::Relaxed);
+                None
+            }
+            // openat2 may ask to be retried when a rename raced the lookup
+            Err(Errno::AGAIN) => None,
+            Err(e) => Some(Err(refusal(e))),
+        }
+    }
+
+    /// The portable form: each component below `root` opened with
+    /// `O_NOFOLLOW` relative to its parent's descriptor.
+    pub(super) fn walk(root: &Path, full: &Path) -> io::Result<File> {
+        let rel = full
+            .strip_prefix(root)
+            .map_err(|_| io::Error::from(io::ErrorKind::PermissionDenied))?;
+        // `components()` forgets a trailing slash, which must still mean "a
+        // directory" (a file asked for as `f/` is not found)
+        let dir_wanted = full.as_os_str().as_bytes().ends_with(b"/");
+        let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut fd = rustix::fs::openat(CWD, root, dir_flags, Mode::empty()).map_err(refusal)?;
+        // No O_DIRECTORY below the root: with O_NOFOLLOW it would turn a link
+        // into ENOTDIR; without it a link is ELOOP and a file used as a
+        // directory fails at the next component with ENOTDIR.
+        for c in rel.components() {
+            let Component::Normal(name) = c else {
+                return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            };
+            fd = rustix::fs::openat(&fd, name, FILE_FLAGS, Mode::empty()).map_err(refusal)?;
+        }
+        if dir_wanted
+            && !rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode).is_dir()
+        {
+            return Err(Errno::NOTDIR.into());
+        }
+        Ok(File::from(fd))
     }
 }
 
@@ -212,6 +312,19 @@ mod tests {
         assert!(matches!(o("d", InsideRoot), Resolved::Dir));
         assert!(matches!(o("nope", InsideRoot), Resolved::NotFound));
         assert!(matches!(o("d/in.txt/", InsideRoot), Resolved::NotFound));
+        assert!(matches!(o("d/in.txt/", Never), Resolved::NotFound));
+        assert!(matches!(o("d", Never), Resolved::Dir));
+        assert!(matches!(o("", Never), Resolved::Dir));
+        assert!(matches!(o("nope", Never), Resolved::NotFound));
+        // the portable walk answers as openat2 does
+        let w = |p: &str| no_symlinks::walk(&root, &root.join(p)).map_err(|e| e.kind());
+        use std::io::ErrorKind::{NotADirectory, NotFound, PermissionDenied};
+        assert!(w("d/in.txt").is_ok());
+        assert!(w("d").is_ok());
+        assert_eq!(w("in").err(), Some(PermissionDenied));
+        assert_eq!(w("dl/in.txt").err(), Some(PermissionDenied));
+        assert_eq!(w("nope").err(), Some(NotFound));
+        assert_eq!(w("d/in.txt/").err(), Some(NotADirectory));
         let _ = std::fs::remove_dir_all(&base);
     }
 }
