@@ -64,6 +64,21 @@ enum ImportSource {
     Cherokee,
 }
 
+/// Writes `text` to standard output. A closed pipe (`tessera -t | head -1`)
+/// ends the command quietly, as other Unix tools do; `false` then.
+fn out(text: &str) -> bool {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Err(e) => {
+            eprintln!("tessera: standard output: {e}");
+            false
+        }
+    }
+}
+
 /// `tessera import`: 0 clean, 1 with warnings, 2 failed.
 fn run_import(args: &ImportArgs) -> ExitCode {
     let source = match args.source {
@@ -81,7 +96,7 @@ fn run_import(args: &ImportArgs) -> ExitCode {
         }
     };
     if args.check {
-        print!("{}", imported.report);
+        out(&imported.report.to_string());
     } else if let Some(out) = &args.output {
         let written = std::fs::write(out, &imported.toml)
             .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()));
@@ -89,10 +104,9 @@ fn run_import(args: &ImportArgs) -> ExitCode {
             eprintln!("tessera import: {e:#}");
             return ExitCode::from(2);
         }
-        print!("{}", imported.report);
-        println!("wrote {}", out.display());
+        let _ = self::out(&format!("{}wrote {}\n", imported.report, out.display()));
     } else {
-        print!("{}", imported.toml);
+        out(&imported.toml);
         eprint!("{}", imported.report);
     }
     ExitCode::from(imported.exit_code())
@@ -110,6 +124,15 @@ fn summary(cfg: &Config) -> String {
     let _ = writeln!(s, "listen: {}", cfg.server.listen.join(", "));
     if !cfg.server.listen_tls.is_empty() {
         let _ = writeln!(s, "listen-tls: {}", cfg.server.listen_tls.join(", "));
+    }
+    for p in &cfg.plugins {
+        let _ = writeln!(
+            s,
+            "plugin \"{}\" {} ({})",
+            p.name,
+            p.version,
+            p.path.display()
+        );
     }
     let default = cfg.vhosts.default_vhost().info.index;
     for v in cfg.vhosts.all() {
@@ -149,6 +172,17 @@ fn summary(cfg: &Config) -> String {
                 if r.is_final { " final" } else { "" },
                 mods.join(", ")
             );
+            // the effective table of each module the rule sets
+            for sl in &v.pipeline.slots {
+                for (_, mode, table) in sl.rule_tables.iter().filter(|(ri, _, _)| *ri == i) {
+                    let _ = writeln!(
+                        s,
+                        "    {} (inherit = \"{}\"): {table}",
+                        sl.name,
+                        mode.as_str()
+                    );
+                }
+            }
         }
     }
     let _ = Hooks::NONE;
@@ -201,8 +235,11 @@ fn main() -> ExitCode {
             Err(e) => return Err(anyhow::Error::new(e)),
         };
         if cli.test {
-            print!("{}", summary(&cfg));
-            println!("configuration {} is ok", cli.config.display());
+            let _ = out(&format!(
+                "{}configuration {} is ok\n",
+                summary(&cfg),
+                cli.config.display()
+            ));
             cfg.shutdown();
             return Ok(());
         }

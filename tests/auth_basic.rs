@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::{bin, site_config, Server, TempDir};
+use crate::util::{site_config, Server, TempDir};
 
 const MODS: &str = "\"access-log\", \"auth-basic\", \"static-file\"";
 const CHALLENGE: &str = "Basic realm=\"Staff \\\"only\\\"\", charset=\"UTF-8\"";
@@ -239,12 +239,7 @@ fn config_error(table: &str, files: &[(&str, &str)]) -> Option<String> {
         "server.toml",
         site_config(MODS, &format!("[vhost.auth-basic]\n{table}\n")),
     );
-    let out = std::process::Command::new(bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&f)
-        .output()
-        .unwrap();
+    let out = crate::util::check_config(&f);
     if out.status.success() {
         return None;
     }

@@ -11,12 +11,7 @@ fn check(config: &str, setup: impl FnOnce(&TempDir)) -> (bool, String, String, T
     d.mkdir("www");
     setup(&d);
     let f = d.write("server.toml", config);
-    let out = Command::new(bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&f)
-        .output()
-        .unwrap();
+    let out = crate::util::check_config(&f);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -40,12 +35,7 @@ fn error(config: &str) -> String {
 #[test]
 fn shipped_configuration_is_valid() {
     let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/server.toml");
-    let out = Command::new(bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(conf)
-        .output()
-        .unwrap();
+    let out = crate::util::check_config(conf);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -171,5 +161,127 @@ fn environment_overrides() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("server.listen"), "{err}");
+    assert!(err.contains("server.listen[0]"), "{err}");
+}
+
+/// `listen` from the environment: one address or a comma-separated list (it
+/// once failed with "expected a sequence").
+#[test]
+fn environment_sets_listen_addresses() {
+    let d = TempDir::new("env");
+    d.mkdir("www");
+    let f = d.write("server.toml", site_config("\"static-file\"", ""));
+    let t = |v: &str| {
+        let out = Command::new(bin())
+            .arg("-t")
+            .arg("-c")
+            .arg(&f)
+            .env("TESSERA_SERVER__LISTEN", v)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{v}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout.lines().next().unwrap_or_default().to_owned()
+    };
+    assert_eq!(t("127.0.0.1:19500"), "listen: 127.0.0.1:19500");
+    assert_eq!(
+        t("127.0.0.1:19500,[::1]:19500, 127.0.0.2:19501"),
+        "listen: 127.0.0.1:19500, [::1]:19500, 127.0.0.2:19501"
+    );
+    // and the server really binds it
+    let s = crate::util::Server::start_with_env(
+        &site_config("\"static-file\"", "").replace("127.0.0.1:0", "127.0.0.1:1"),
+        &[("TESSERA_SERVER__LISTEN", "127.0.0.1:0")],
+        |d| {
+            d.write("www/a.txt", "a");
+        },
+    );
+    assert_eq!(s.get("/a.txt").status, 200);
+}
+
+/// An empty document root once resolved to the configuration directory and
+/// served server.toml and htpasswd files with 200; so did `"."`.
+#[test]
+fn document_root_empty_or_containing_the_configuration_is_refused() {
+    let e = error(
+        &site_config("\"static-file\"", "")
+            .replace("document-root = \"www\"", "document-root = \"\""),
+    );
+    assert!(e.contains("vhost \"site.test\""), "{e}");
+    assert!(e.contains("document-root") && e.contains("empty"), "{e}");
+    for root in [".", "..", "www/.."] {
+        let e = error(&site_config("\"static-file\"", "").replace(
+            "document-root = \"www\"",
+            &format!("document-root = \"{root}\""),
+        ));
+        assert!(
+            e.contains("document-root") && e.contains("contains the configuration directory"),
+            "{root}: {e}"
+        );
+    }
+    // a sibling or a child of the configuration directory is fine
+    let (ok, _, err, _d) = check(&site_config("\"static-file\"", ""), |_| {});
+    assert!(ok, "{err}");
+}
+
+/// `tessera -t` prints each rule's effective module tables with how they
+/// combined with the vhost's.
+#[test]
+fn check_prints_effective_rule_tables() {
+    let extra = "[vhost.headers]\nset = { \"X-Frame-Options\" = \"DENY\" }\n\n[[vhost.rule]]\nname = \"docs\"\nmatch = { path-prefix = \"/docs/\" }\n[vhost.rule.headers]\ninherit = \"extend\"\nset = { \"X-Section\" = \"docs\" }\n";
+    let (ok, out, err, _d) = check(&site_config("\"headers\", \"static-file\"", extra), |_| {});
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(r#"    headers (inherit = "extend"): {"set":{"X-Frame-Options":"DENY","X-Section":"docs"}}"#),
+        "{out}"
+    );
+    let e = error(&site_config(
+        "\"headers\", \"static-file\"",
+        "[[vhost.rule]]\n[vhost.rule.headers]\ninherit = \"append\"\n",
+    ));
+    assert!(
+        e.contains("rule[0].headers.inherit") && e.contains("\"extend\""),
+        "{e}"
+    );
+}
+
+/// `tessera -t | head -1`: a closed pipe ends the command quietly.
+#[test]
+fn check_into_a_closed_pipe_is_quiet() {
+    use std::process::Stdio;
+    let d = TempDir::new("cfg");
+    d.mkdir("www");
+    // enough vhosts that the summary is larger than a pipe buffer
+    let mut conf = site_config("\"static-file\"", "");
+    for i in 0..2000 {
+        conf.push_str(&format!(
+            "\n[[vhost]]\nserver-names = [\"v{i}.test\"]\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n"
+        ));
+    }
+    let f = d.write("server.toml", conf);
+    let mut child = Command::new(bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&f)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // read one line, then close the pipe, as `head -1` does
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listen: "), "{line}");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }

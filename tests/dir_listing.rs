@@ -2,9 +2,7 @@
 //! names (escaped text, links that lead back), JSON through a rule, truncation,
 //! header/readme files, symlinks and the document root.
 
-use std::process::Command;
-
-use crate::util::{bin, site_config, Server, TempDir};
+use crate::util::{site_config, Server, TempDir};
 
 const MODULES: &str = "\"static-file\", \"dir-listing\"";
 
@@ -272,12 +270,7 @@ fn config_errors_name_the_key() {
             "server.toml",
             site_config(MODULES, &format!("[vhost.dir-listing]\n{extra}\n")),
         );
-        let out = Command::new(bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&f)
-            .output()
-            .unwrap();
+        let out = crate::util::check_config(&f);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{extra}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -2,9 +2,7 @@
 //! headers, HEAD, the core's own errors, untouched successes, a missing page
 //! (original body, one warning), edits seen without a restart.
 
-use std::process::Command;
-
-use crate::util::{bin, site_config, Server, TempDir};
+use crate::util::{site_config, Server, TempDir};
 
 const PAGE_404: &str = "<h1>custom not found</h1>";
 
@@ -137,12 +135,7 @@ fn config_errors_name_the_key() {
                 &format!("[vhost.error-pages]\n{table}\n"),
             ),
         );
-        let out = Command::new(bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&f)
-            .output()
-            .unwrap();
+        let out = crate::util::check_config(&f);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{table}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::util::{bin, Server, TempDir};
+use crate::util::{Server, TempDir};
 
 /// Builds the plugins and fixtures once; returns the directory of the libraries.
 fn libs() -> &'static Path {
@@ -127,12 +127,7 @@ fn check(cfg: &str) -> (bool, String) {
     let d = TempDir::new("plug");
     d.mkdir("www");
     let f = d.write("server.toml", cfg);
-    let out = Command::new(bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&f)
-        .output()
-        .unwrap();
+    let out = crate::util::check_config(&f);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -842,4 +837,58 @@ fn http2_requests_to_a_blocking_handler_count_in_flight_and_outlive_keep_alive()
             assert_eq!(r.status(), 200);
         }
     });
+}
+
+/// A plugin's configuration error names the file, the vhost and the table,
+/// and the key inside it, never a position in the host's internal JSON.
+#[test]
+fn plugin_config_errors_name_file_table_and_key() {
+    let (ok, err) = check(&config(
+        &[("request-id", lib("tessera-plugin-request-id"))],
+        "\"request-id\"",
+        "[vhost.request-id]\nheader = 5\n",
+    ));
+    assert!(!ok);
+    assert!(
+        err.contains("server.toml: vhost \"site.test\": request-id"),
+        "{err}"
+    );
+    assert!(
+        err.contains("configuration key `header`: invalid type"),
+        "{err}"
+    );
+    assert!(!err.contains("line 1") && !err.contains("column"), "{err}");
+}
+
+/// A plugin named in `modules` without a `[[plugin]]` block: the error hints
+/// at the missing declaration.
+#[test]
+fn undeclared_plugin_hints_at_the_declaration() {
+    let (ok, err) = check(&config(&[], "\"request-id\", \"static-file\"", ""));
+    assert!(!ok);
+    assert!(err.contains("unknown module \"request-id\""), "{err}");
+    assert!(err.contains("[[plugin]]"), "{err}");
+}
+
+/// `tessera -t` lists the loaded plugins with version and path.
+#[test]
+fn check_lists_the_loaded_plugins() {
+    let d = TempDir::new("plug");
+    d.mkdir("www");
+    let path = lib("tessera-plugin-request-id");
+    let f = d.write(
+        "server.toml",
+        config(&[("request-id", path.clone())], "\"request-id\"", ""),
+    );
+    let out = crate::util::check_config(&f);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let canonical = std::fs::canonicalize(&path).unwrap();
+    assert!(
+        stdout.contains(&format!(
+            "plugin \"request-id\" 0.1.0 ({})",
+            canonical.display()
+        )),
+        "{stdout}"
+    );
 }

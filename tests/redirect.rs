@@ -2,9 +2,7 @@
 //! and from the enclosing `[[vhost.rule]]`, the query, and hostile paths that
 //! try to send the client off-site or inject header lines.
 
-use std::process::Command;
-
-use crate::util::{bin, site_config, Response, Server, TempDir};
+use crate::util::{site_config, Response, Server, TempDir};
 
 fn server() -> Server {
     let extra = r#"
@@ -182,12 +180,7 @@ fn config_errors_name_the_key() {
                 &format!("[vhost.redirect]\n{table}\n"),
             ),
         );
-        let out = Command::new(bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&f)
-            .output()
-            .unwrap();
+        let out = crate::util::check_config(&f);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{table}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -2,9 +2,7 @@
 //! `if-not-file`, rules resolved again for the new path, captures from the query
 //! that try to leave the document root.
 
-use std::process::Command;
-
-use crate::util::{bin, site_config, Server, TempDir};
+use crate::util::{site_config, Server, TempDir};
 
 fn server(rules: &str) -> Server {
     let extra = format!(
@@ -155,12 +153,7 @@ fn config_errors_name_the_key() {
                 &format!("[vhost.rewrite]\n{table}\n"),
             ),
         );
-        let out = Command::new(bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&f)
-            .output()
-            .unwrap();
+        let out = crate::util::check_config(&f);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{table}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");

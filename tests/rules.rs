@@ -205,3 +205,97 @@ fn socket_matcher() {
     let r = crate::util::Response::parse(&buf, false);
     assert_eq!((r.status, r.header("x-socket")), (200, None));
 }
+
+fn inherit_server(rule_headers: &str, rule_expires: &str) -> Server {
+    let extra = format!(
+        r#"
+[vhost.headers]
+set = {{ "X-Frame-Options" = "DENY", "Cache-Control" = "public" }}
+
+[vhost.expires]
+existing-cache-control = "merge"
+url = {{ "/" = "access plus 1 hours" }}
+
+[[vhost.rule]]
+match = {{ path-prefix = "/docs/" }}
+[vhost.rule.headers]
+{rule_headers}
+[vhost.rule.expires]
+{rule_expires}
+"#
+    );
+    Server::site("\"headers\", \"expires\", \"static-file\"", &extra, |d| {
+        d.write("www/docs/a.txt", "a");
+    })
+}
+
+/// A rule's table inherits the keys it does not set (lighttpd's model); a key
+/// it sets replaces the vhost's value; `inherit = "extend"` merges maps.
+#[test]
+fn rule_tables_inherit_unset_keys_and_extend_on_request() {
+    // `add` only: `set` (X-Frame-Options) comes from the vhost
+    let s = inherit_server(
+        r#"add = { "X-Section" = "docs" }"#,
+        r#"url = { "/" = "access plus 2 hours" }"#,
+    );
+    let r = s.get("/docs/a.txt");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert_eq!(r.header("x-section"), Some("docs"));
+    // expires inherits existing-cache-control = "merge": max-age joins public
+    assert_eq!(r.header("cache-control"), Some("public, max-age=7200"));
+    drop(s);
+    // `set` in the rule replaces the vhost's map ...
+    let s = inherit_server(r#"set = { "X-Section" = "docs" }"#, "");
+    let r = s.get("/docs/a.txt");
+    assert_eq!(r.header("x-frame-options"), None);
+    assert_eq!(r.header("x-section"), Some("docs"));
+    drop(s);
+    // ... unless the rule extends it
+    let s = inherit_server(
+        "inherit = \"extend\"\nset = { \"X-Section\" = \"docs\" }",
+        "inherit = \"none\"\nurl = { \"/\" = \"access plus 2 hours\" }",
+    );
+    let r = s.get("/docs/a.txt");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert_eq!(r.header("x-section"), Some("docs"));
+    // `none`: existing-cache-control is the default "keep"
+    assert_eq!(r.header("cache-control"), Some("public"));
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+/// The shipped demo: `/docs/` adds `X-Section` and keeps the site's
+/// `X-Frame-Options` (it once lost it: nginx's `add_header` pitfall).
+#[test]
+fn demo_docs_keep_the_vhost_headers() {
+    let conf_dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/conf"));
+    let conf = std::fs::read_to_string(conf_dir.join("server.toml"))
+        .unwrap()
+        .replace(
+            "listen = [\"127.0.0.1:8080\"]",
+            "listen = [\"127.0.0.1:0\"]",
+        );
+    let s = Server::start(&conf, |d| {
+        for sub in ["www", "static"] {
+            copy_tree(&conf_dir.join(sub), &d.path().join(sub));
+        }
+        std::fs::copy(conf_dir.join("htpasswd"), d.path().join("htpasswd")).unwrap();
+        d.mkdir("logs");
+    });
+    let r = s.req("GET", "/docs/", &["Host: localhost"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-section"), Some("docs"));
+    assert_eq!(r.header("x-frame-options"), Some("SAMEORIGIN"));
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+}

@@ -37,6 +37,12 @@ pub struct Slot {
     pub vhost_instance: Option<Arc<dyn Module>>,
     /// Instances from rule tables, as (rule index, instance), in rule order.
     pub rule_instances: Vec<(usize, Arc<dyn Module>)>,
+    /// The vhost's table as written (`null`: default options), for `tessera -t`.
+    pub vhost_table: Option<serde_json::Value>,
+    /// The effective table each rule instance was built from, with how it
+    /// combined with the vhost's ([`crate::config::inherit`]), as (rule index,
+    /// mode, table), in rule order; for `tessera -t`, never read per request.
+    pub rule_tables: Vec<(usize, crate::config::inherit::Inherit, serde_json::Value)>,
 }
 
 /// The modules active for one request, in pipeline order, with their hooks.

@@ -59,6 +59,16 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tessera")
 }
 
+/// Runs `tessera -t -c FILE` and returns its output.
+pub fn check_config(file: impl AsRef<std::path::Path>) -> std::process::Output {
+    std::process::Command::new(bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(file.as_ref())
+        .output()
+        .unwrap()
+}
+
 /// A running server. Killed on drop; `stop` shuts it down gracefully.
 pub struct Server {
     pub child: Child,
@@ -79,6 +89,15 @@ impl Server {
     /// Starts tessera with `config` written to `DIR/server.toml`; `setup` fills
     /// the directory first (document roots are relative to it).
     pub fn start(config: &str, setup: impl FnOnce(&TempDir)) -> Server {
+        Server::start_with_env(config, &[], setup)
+    }
+
+    /// As [`Server::start`], with extra environment variables for the server.
+    pub fn start_with_env(
+        config: &str,
+        env: &[(&str, &str)],
+        setup: impl FnOnce(&TempDir),
+    ) -> Server {
         let dir = TempDir::new("srv");
         dir.mkdir("www");
         setup(&dir);
@@ -88,6 +107,7 @@ impl Server {
             .arg("-c")
             .arg(&conf)
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_path).unwrap())

@@ -9,6 +9,7 @@
 //! the directory of the configuration file.
 
 mod error;
+pub mod inherit;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -180,6 +181,19 @@ pub struct Config {
     pub shared: SharedState,
     /// TLS certificates by server name.
     pub tls: Arc<crate::tls::CertTable>,
+    /// The `[[plugin]]` libraries loaded, in file order (for `tessera -t`).
+    pub plugins: Vec<LoadedPlugin>,
+}
+
+/// A `[[plugin]]` library that was loaded and checked.
+#[derive(Debug, Clone)]
+pub struct LoadedPlugin {
+    /// Module name (the descriptor's, equal to the configured one).
+    pub name: String,
+    /// Plugin version from the descriptor.
+    pub version: String,
+    /// Canonical path of the library.
+    pub path: PathBuf,
 }
 
 impl Config {
@@ -239,7 +253,12 @@ pub fn load_value(file: &Path) -> Result<Value, ConfigError> {
             config::Environment::with_prefix("TESSERA")
                 .prefix_separator("_")
                 .separator("__")
-                .try_parsing(true),
+                .try_parsing(true)
+                // TESSERA_SERVER__LISTEN=127.0.0.1:8081,[::1]:8081
+                .list_separator(",")
+                .with_list_parse_key("server.listen")
+                .with_list_parse_key("server.listen_tls")
+                .with_list_parse_key("server.listen-tls"),
         )
         .build()
         .map_err(|err| e.at("", one_line(&err.to_string())))?;
@@ -312,12 +331,17 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
             }
         }
     }
-    let server = server.unwrap_or_default();
+    let mut server = server.unwrap_or_default();
+    // a list from the environment may carry spaces after its commas
+    for a in server.listen.iter_mut().chain(server.listen_tls.iter_mut()) {
+        *a = a.trim().to_owned();
+    }
     validate_server(&server, &e)?;
     if vhost_values.is_empty() {
         return Err(e.at("vhost", "no [[vhost]] is configured"));
     }
-    let registry = &load_plugins(file, &dir, plugin_values, vhost_values, registry)?;
+    let (registry, plugins) = load_plugins(file, &dir, plugin_values, vhost_values, registry)?;
+    let registry = &registry;
     let shared = SharedState::default();
     let mut vhosts = Vec::with_capacity(vhost_values.len());
     let mut default = None;
@@ -382,6 +406,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         vhosts: VhostTable::new(vhosts, default),
         shared,
         tls: Arc::new(table),
+        plugins,
     })
 }
 
@@ -412,8 +437,9 @@ fn load_plugins(
     plugin_values: &[Value],
     vhost_values: &[Value],
     registry: &Registry,
-) -> Result<Registry, ConfigError> {
+) -> Result<(Registry, Vec<LoadedPlugin>), ConfigError> {
     let mut reg = registry.clone();
+    let mut loaded = Vec::with_capacity(plugin_values.len());
     for (i, pv) in plugin_values.iter().enumerate() {
         let decl: PluginDecl = serde_path_to_error::deserialize(pv).map_err(|err| ConfigError {
             file: file.to_owned(),
@@ -449,10 +475,15 @@ fn load_plugins(
                 ),
             ));
         }
+        loaded.push(LoadedPlugin {
+            name: lib.name.clone(),
+            version: lib.version.clone(),
+            path: lib.path.clone(),
+        });
         reg.register_factory(Arc::new(crate::plugin_host::PluginFactory::new(lib)))
             .map_err(|err| e.at(&key, err.to_string()))?;
     }
-    Ok(reg)
+    Ok((reg, loaded))
 }
 
 fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
@@ -605,7 +636,7 @@ fn build_vhost(
                 return Err(e.at(
                     k.as_str(),
                     format!(
-                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect; modules: {})",
+                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect; modules: {}; a plugin module needs a top-level [[plugin]] declaration)",
                         registry.names().join(", ")
                     ),
                 ))
@@ -613,6 +644,9 @@ fn build_vhost(
         }
     }
     let root = document_root.ok_or_else(|| e.at("document-root", "missing"))?;
+    if root.trim().is_empty() {
+        return Err(e.at("document-root", "is empty: name the directory of the files"));
+    }
     let root_path = dir.join(&root);
     let document_root = std::fs::canonicalize(&root_path).map_err(|err| {
         e.at(
@@ -626,12 +660,24 @@ fn build_vhost(
             format!("\"{}\" is not a directory", document_root.display()),
         ));
     }
+    // The configuration directory holds server.toml, htpasswd files and keys:
+    // a root at or above it would serve them.
+    if std::fs::canonicalize(dir).is_ok_and(|d| d.starts_with(&document_root)) {
+        return Err(e.at(
+            "document-root",
+            format!(
+                "\"{}\" contains the configuration directory \"{}\", whose files it would serve",
+                document_root.display(),
+                dir.display()
+            ),
+        ));
+    }
     for (i, m) in modules.iter().enumerate() {
         if !registry.contains(m) {
             return Err(e.at(
                 format!("modules[{i}]"),
                 format!(
-                    "unknown module \"{m}\" (known: {})",
+                    "unknown module \"{m}\" (known: {}); a plugin must be declared first, in a top-level [[plugin]] table with name = \"{m}\" and the path of its library",
                     registry.names().join(", ")
                 ),
             ));
@@ -696,6 +742,8 @@ fn build_vhost(
             name: m.clone(),
             vhost_instance: Some(build_module(m, table, "", None)?),
             rule_instances: Vec::new(),
+            vhost_table: Some(table.clone()),
+            rule_tables: Vec::new(),
         });
     }
     let mut rules = Vec::with_capacity(rules_value.len());
@@ -738,7 +786,7 @@ fn build_vhost(
                     return Err(e.at(
                         format!("{prefix}{other}"),
                         format!(
-                            "unknown key or module (keys: match, final, name; modules: {})",
+                            "unknown key or module (keys: match, final, name; modules: {}; a plugin module needs a top-level [[plugin]] declaration)",
                             registry.names().join(", ")
                         ),
                     ))
@@ -746,13 +794,21 @@ fn build_vhost(
             }
         }
         for (m, val) in rt.iter().filter(|(k, _)| registry.contains(k)) {
-            let inst = build_module(m, val, &prefix, Some(&matcher))?;
+            let vhost_table = module_tables.iter().find(|(n, _)| n == m).map(|(_, v)| *v);
+            let (table, mode) = inherit::effective(vhost_table, val)
+                .map_err(|r| e.at(format!("{prefix}{m}.{}", inherit::KEY), r))?;
+            let inst = build_module(m, &table, &prefix, Some(&matcher))?;
             match slots.iter_mut().find(|s| &s.name == m) {
-                Some(s) => s.rule_instances.push((ri, inst)),
+                Some(s) => {
+                    s.rule_instances.push((ri, inst));
+                    s.rule_tables.push((ri, mode, table));
+                }
                 None => slots.push(Slot {
                     name: m.to_owned(),
                     vhost_instance: None,
                     rule_instances: vec![(ri, inst)],
+                    vhost_table: None,
+                    rule_tables: vec![(ri, mode, table)],
                 }),
             }
         }

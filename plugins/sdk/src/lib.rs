@@ -287,8 +287,7 @@ pub mod __private {
         let r = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the host lends the JSON for this call.
             let bytes = unsafe { config.as_bytes() };
-            let cfg: P::Config =
-                serde_json::from_slice(bytes).map_err(|e| format!("configuration: {e}"))?;
+            let cfg: P::Config = parse_config(bytes)?;
             P::new(cfg, &Host { api: host_api() })
         }));
         match r {
@@ -488,4 +487,57 @@ macro_rules! export_plugin {
                 ),
             );
     };
+}
+
+/// The module's table, as the host passed it (JSON), into the plugin's typed
+/// configuration. Errors name the key inside the table (`header: invalid type:
+/// integer `5`, expected a string`), never a line and column of the host's
+/// internal JSON text: the host adds the file, vhost and table.
+#[doc(hidden)]
+pub fn parse_config<C: serde::de::DeserializeOwned>(json: &[u8]) -> Result<C, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| format!("the host passed invalid JSON: {e}"))?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            format!("configuration: {}", e.inner())
+        } else {
+            format!("configuration key `{path}`: {}", e.inner())
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Cfg {
+        header: String,
+        #[serde(default)]
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[test]
+    fn config_errors_name_the_key_not_a_json_position() {
+        let e = super::parse_config::<Cfg>(br#"{"header": 5}"#).unwrap_err();
+        assert!(
+            e.starts_with("configuration key `header`: invalid type"),
+            "{e}"
+        );
+        let e = super::parse_config::<Cfg>(br#"{"header": "x", "inner": {"n": "a"}}"#).unwrap_err();
+        assert!(e.starts_with("configuration key `inner.n`"), "{e}");
+        let e = super::parse_config::<Cfg>(br#"{"header": "x", "bogus": 1}"#).unwrap_err();
+        assert!(
+            e.contains("unknown field `bogus`") && !e.contains("line"),
+            "{e}"
+        );
+        assert!(super::parse_config::<Cfg>(br#"{"header": "x"}"#).is_ok());
+    }
 }
