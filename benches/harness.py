@@ -7,7 +7,7 @@ Run it through `benches/run.sh` (which installs the tools and builds Tessera);
 - writes a fair production configuration for each server into a temporary
   directory (worker count = cores, sendfile, open-file cache, keep-alive, access
   log off for throughput runs and on, buffered, for the logging runs) and serves
-  one document root on 127.0.0.1 from all of them: `../shared/bench/make-docroot.sh`
+  one document root on 127.0.0.1 from all of them: `benches/make-docroot.sh`
   plus a tree of 10,000 small files (`/many/dNN/fNN.html`);
 - checks every URL a test loads on every server (status 200, the exact bytes of
   the file, the demo pipeline's headers): a fast wrong answer is a failure;
@@ -93,9 +93,8 @@ VARIANT_SERVERS = {
 
 
 def make_docroot(root):
-    script = os.path.join(REPO, "..", "shared", "bench", "make-docroot.sh")
-    if not os.path.exists(script):
-        sys.exit(f"harness: {script} not found (the shared benchmark document root script)")
+    # the project's copy of shared/bench/make-docroot.sh, so that a clone runs alone
+    script = os.path.join(REPO, "benches", "make-docroot.sh")
     subprocess.run(["bash", script, root], check=True, stdout=subprocess.DEVNULL)
     rnd = random.Random(4)
     for d in range(100):

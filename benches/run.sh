@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side static-file benchmark: Tessera against nginx, lighttpd and h2o on
-# 127.0.0.1, over one document root (../shared/bench/make-docroot.sh plus 10,000
+# 127.0.0.1, over one document root (benches/make-docroot.sh plus 10,000
 # small files), in interleaved rounds; writes target/bench/results.{md,json}.
 #
 # Usage: benches/run.sh [--quick] [--rounds N] [--duration SECONDS]
