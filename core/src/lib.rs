@@ -14,9 +14,10 @@
 //!
 //! ```
 //! let reg = tessera_core::Registry::new();
-//! let dir = std::env::temp_dir();
-//! let file = dir.join("tessera-doc-example.toml");
-//! std::fs::write(&file, "[[vhost]]\nserver-names = [\"a.test\"]\ndocument-root = \".\"\n").unwrap();
+//! let dir = std::env::temp_dir().join("tessera-doc-example");
+//! std::fs::create_dir_all(dir.join("www")).unwrap();
+//! let file = dir.join("server.toml");
+//! std::fs::write(&file, "[[vhost]]\nserver-names = [\"a.test\"]\ndocument-root = \"www\"\n").unwrap();
 //! let cfg = tessera_core::config::load(&file, &reg).unwrap();
 //! assert_eq!(cfg.vhosts.select(Some("A.test:80")).label, "a.test");
 //! ```
