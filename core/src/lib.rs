@@ -25,6 +25,7 @@
 pub mod config;
 pub mod conn;
 pub mod context;
+pub mod h1;
 pub mod module;
 pub mod path;
 pub mod pipeline;
