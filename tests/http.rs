@@ -10,6 +10,7 @@ mod cases;
 mod compress;
 mod config;
 mod dir_listing;
+mod engine;
 mod error_pages;
 mod import;
 mod lifecycle;

@@ -227,13 +227,22 @@ macro_rules! http_builder {
     }};
 }
 
+/// The largest request head the engine reads, bytes (actix-http's cap too).
+const ENGINE_MAX_HEAD: usize = 128 * 1024;
+
+/// Unread request bodies up to this many bytes are discarded to keep the
+/// connection alive (nginx discards any; lighttpd reads up to 64 KiB).
+const DRAIN_LIMIT: u64 = 1024 * 1024;
+
 /// The HTTP settings every listener shares (read once at start; see
 /// `ServerSettings` for the keys and their defaults).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct ConnSettings {
     keep_alive: actix_web::http::KeepAlive,
     header_timeout: Duration,
     timeouts: crate::conn::Timeouts,
+    engine: crate::config::Http1Engine,
+    h1: crate::h1::conn::Settings,
 }
 
 impl ConnSettings {
@@ -245,6 +254,20 @@ impl ConnSettings {
                 actix_web::http::KeepAlive::Timeout(Duration::from_secs(s.keep_alive))
             },
             header_timeout: Duration::from_secs(s.client_header_timeout),
+            engine: s.http1_engine,
+            h1: crate::h1::conn::Settings {
+                // the configured 414 and 431 limits are the request path's
+                // (protocol_check); these are the parser's hard caps
+                limits: crate::h1::head::Limits {
+                    max_uri: ENGINE_MAX_HEAD,
+                    max_head: ENGINE_MAX_HEAD,
+                    max_headers: s.max_request_headers,
+                },
+                keep_alive: (s.keep_alive > 0).then(|| Duration::from_secs(s.keep_alive)),
+                header_timeout: Duration::from_secs(s.client_header_timeout),
+                send_timeout: Duration::from_secs(s.send_timeout),
+                drain_limit: DRAIN_LIMIT,
+            },
             timeouts: crate::conn::Timeouts {
                 header: Duration::from_secs(s.client_header_timeout),
                 send: Duration::from_secs(s.send_timeout),
@@ -296,6 +319,48 @@ impl Listeners {
         let addr = lst.local_addr()?;
         let limits = self.settings.timeouts;
         let this = self.clone();
+        if tls.is_none() && self.settings.engine == crate::config::Http1Engine::Tessera {
+            let st = self.settings.h1.clone();
+            let shutdown = self.shutdown.clone();
+            return builder.listen(format!("tessera-{addr}"), lst, move || {
+                let app = make_app()
+                    .into_factory()
+                    .map(|r| r.into().map_into_boxed_body())
+                    .map_err(Into::into);
+                let st = st.clone();
+                let shutdown = shutdown.clone();
+                actix_service::fn_factory(move || {
+                    use actix_service::ServiceFactory;
+                    let app = app.new_service(actix_web::dev::AppConfig::__priv_test_new(
+                        false,
+                        addr.to_string(),
+                        addr,
+                    ));
+                    let st = Rc::new(st.clone());
+                    let shutdown = shutdown.clone();
+                    async move {
+                        let svc = Rc::new(app.await.map_err(|e| {
+                            tracing::error!("the app service failed to start: {e:?}");
+                        })?);
+                        Ok::<_, ()>(fn_service(move |io: actix_rt::net::TcpStream| {
+                            let _ = io.set_nodelay(true);
+                            let peer = io.peer_addr().ok();
+                            let conn = crate::h1::conn::serve(
+                                io,
+                                peer,
+                                svc.clone(),
+                                st.clone(),
+                                shutdown.clone(),
+                            );
+                            async move {
+                                conn.await;
+                                Ok::<(), ()>(())
+                            }
+                        }))
+                    }
+                })
+            });
+        }
         let Some(mut tls) = tls else {
             return builder.listen(format!("tessera-{addr}"), lst, move || {
                 let app = make_app()
@@ -630,10 +695,14 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         }
     }
     res.headers_mut().insert(header::SERVER, SERVER);
-    // No module reads request bodies: a request with a chunked body (which has
-    // no length to check against max-body-size) gets `Connection: close`, so
-    // the connection is not kept alive behind an unread body.
-    if req.headers().contains_key(header::TRANSFER_ENCODING) {
+    // No module reads request bodies: on actix-http (TLS, or the "actix"
+    // engine) a request with a chunked body gets `Connection: close`, so the
+    // connection is not kept alive behind an unread body; Tessera's engine
+    // drains it.
+    if req.headers().contains_key(header::TRANSFER_ENCODING)
+        && (cfg.server.http1_engine == crate::config::Http1Engine::Actix
+            || req.app_config().secure())
+    {
         res.head_mut()
             .set_connection_type(actix_web::http::ConnectionType::Close);
     }

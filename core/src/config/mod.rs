@@ -95,6 +95,29 @@ pub struct ServerSettings {
     /// Bodies are never read by the built-in modules.
     #[serde(default = "default_max_body", alias = "max_body_size")]
     pub max_body_size: u64,
+    /// Most header fields in a request head; more is 431 (RFC 6585 §5).
+    /// Default 100, at most 256 (nginx has no count, only buffer sizes;
+    /// lighttpd `server.max-request-field-size` caps bytes). Applies to the
+    /// Tessera engine; actix-http's own cap is 96.
+    #[serde(default = "default_max_headers", alias = "max_request_headers")]
+    pub max_request_headers: usize,
+    /// The HTTP/1.x engine of plain-TCP listeners: `"tessera"` (default, Tessera's
+    /// own connection engine, `core/src/h1`) or `"actix"` (actix-http's
+    /// dispatcher, for comparison). TLS listeners and HTTP/2 always use
+    /// actix-http.
+    #[serde(default, alias = "http1_engine")]
+    pub http1_engine: Http1Engine,
+}
+
+/// `[server] http1-engine`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Http1Engine {
+    /// Tessera's own engine ([`crate::h1`]).
+    #[default]
+    Tessera,
+    /// actix-http's HTTP/1 dispatcher.
+    Actix,
 }
 
 /// `[server.tls]`: the default certificate.
@@ -117,6 +140,9 @@ fn default_max_body() -> u64 {
     1 << 20
 }
 
+fn default_max_headers() -> usize {
+    100
+}
 fn default_listen() -> Vec<String> {
     vec!["127.0.0.1:8080".into()]
 }
@@ -487,6 +513,12 @@ fn load_plugins(
 }
 
 fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
+    if s.max_request_headers == 0 || s.max_request_headers > crate::h1::head::MAX_HEADERS {
+        return Err(e.at(
+            "server.max-request-headers",
+            format!("must be from 1 to {}", crate::h1::head::MAX_HEADERS),
+        ));
+    }
     if s.listen.is_empty() && s.listen_tls.is_empty() {
         return Err(e.at(
             "server.listen",

@@ -1,6 +1,7 @@
-//! Pieces of Tessera's own HTTP/1.1 connection engine (issue 12), built and
-//! tested on their own before the engine that drives them: the request-head
-//! parser ([`head`]) and the chunked request-body decoder ([`chunked`]).
+//! Tessera's own HTTP/1.1 connection engine (issue 12): the request-head
+//! parser ([`head`]), the chunked request-body decoder ([`chunked`]) and the
+//! connection loop ([`conn`]) that calls the actix-web app service. TLS and
+//! HTTP/2 stay on actix-http; `[server] http1-engine` chooses for plain TCP.
 //!
 //! Both are pure functions over bytes (no I/O, no allocation per call beyond
 //! the header map), so that they can be fuzzed and compared with a reference
@@ -10,4 +11,5 @@
 //! `ngx_http_process_request_header`).
 
 pub mod chunked;
+pub mod conn;
 pub mod head;

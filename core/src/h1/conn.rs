@@ -1,0 +1,518 @@
+//! One HTTP/1.x connection of Tessera's engine: read and parse a head
+//! ([`super::head`]), build an `actix_http::Request`, call the same actix-web
+//! app service that actix-http calls, write the response, keep the connection
+//! alive or close it (RFC 9112 §9).
+//!
+//! What it does that actix-http's dispatcher does not: no read or write buffer
+//! is held while the connection is idle (both are released after each
+//! response), the head and a small body leave in one write, `Date` is
+//! formatted once a second per worker thread, every request head is timed
+//! from its first byte (client header timeout), an unread request body of a
+//! bounded size is drained so that the connection stays alive (chunked ones
+//! too), and a request the parser refuses gets its 4xx and a close.
+//!
+//! Timeouts are plain per-connection deadlines: `keep-alive` while idle
+//! between requests, `client-header-timeout` from the first byte of a head
+//! (from the connection's start for the first request, as nginx and
+//! actix-http do), `send-timeout` for each write.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use actix_http::body::{BodySize, BoxBody, MessageBody};
+use actix_http::header::{self, HeaderValue};
+use actix_http::{ConnectionType, Method, Request, Response, StatusCode, Version};
+use actix_rt::net::TcpStream;
+use actix_service::Service;
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::{timeout_at, Instant};
+
+use super::chunked::Decoder;
+use super::head::{self, Framing, HeadError, Limits};
+
+/// Settings of every connection of a listener, read once at start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Parser limits. The configured `max-uri-length` and
+    /// `max-request-header-size` are checked by the request path (so that
+    /// their 414 and 431 go through error pages and the access log); these
+    /// are the engine's hard caps.
+    pub limits: Limits,
+    /// `keep-alive`: idle time between requests; `None`: one request per
+    /// connection.
+    pub keep_alive: Option<Duration>,
+    /// `client-header-timeout`.
+    pub header_timeout: Duration,
+    /// `send-timeout`: the longest one write may wait.
+    pub send_timeout: Duration,
+    /// The most unread request-body bytes read and discarded after a response
+    /// to keep the connection; a larger body closes it (nginx discards bodies
+    /// the same way, lighttpd up to a limit).
+    pub drain_limit: u64,
+}
+
+/// Size of the read buffer taken when a connection becomes readable.
+const READ_CHUNK: usize = 4096;
+
+/// Bodies up to this size are copied behind the head and leave in one write.
+const COALESCE: usize = 16 * 1024;
+
+thread_local! {
+    /// (second, `Date` value) of this worker thread.
+    static DATE: RefCell<(u64, HeaderValue)> =
+        const { RefCell::new((u64::MAX, HeaderValue::from_static(""))) };
+}
+
+/// The `Date` field value (RFC 9110 §6.6.1), formatted at most once a second.
+fn date() -> HeaderValue {
+    let now = SystemTime::now();
+    let secs = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != secs {
+            let v = httpdate::fmt_http_date(now);
+            d.1 = HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static(""));
+            d.0 = secs;
+        }
+        d.1.clone()
+    })
+}
+
+/// Why a connection ends.
+enum End {
+    /// The client closed, or the connection is done.
+    Closed,
+    /// A deadline passed while a head was being read: answer 408.
+    HeaderTimeout,
+}
+
+/// Serves one connection until it closes.
+pub async fn serve<S>(
+    mut io: TcpStream,
+    peer: Option<SocketAddr>,
+    svc: Rc<S>,
+    st: Rc<Settings>,
+    shutdown: actix_server::GracefulShutdownSignal,
+) where
+    S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error>,
+{
+    let _guard = crate::stats::ConnectionGuard::new();
+    let mut buf = BytesMut::new();
+    let mut first = true;
+    let started = Instant::now();
+    loop {
+        // 1. a head
+        let head = match read_head(&mut io, &mut buf, &st, first, started, &shutdown).await {
+            Ok(Some(h)) => h,
+            Ok(None) => return,
+            Err(End::Closed) => return,
+            Err(End::HeaderTimeout) => {
+                count_timeout();
+                let _ = write_error(&mut io, StatusCode::REQUEST_TIMEOUT, &st).await;
+                return;
+            }
+        };
+        first = false;
+        let (head, n) = match head {
+            Ok(h) => h,
+            Err(e) => {
+                let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                let _ = write_error(&mut io, status, &st).await;
+                return;
+            }
+        };
+        buf.advance(n);
+        // 2. the request, as actix-http would build it
+        let is_head = head.method == Method::HEAD;
+        let version = head.version;
+        let framing = head.framing;
+        let mut keep = head.keep_alive && st.keep_alive.is_some();
+        // A client waiting for 100 Continue gets the final answer instead and
+        // a close: its body may or may not follow (RFC 9110 §10.1.1).
+        if head.expect_continue && framing != Framing::None {
+            keep = false;
+        }
+        let mut req = Request::new();
+        {
+            let h = req.head_mut();
+            h.method = head.method;
+            h.uri = head.uri;
+            h.version = head.version;
+            h.headers = head.headers;
+            h.peer_addr = peer;
+            h.set_connection_type(if head.keep_alive {
+                ConnectionType::KeepAlive
+            } else {
+                ConnectionType::Close
+            });
+        }
+        // 3. the app
+        let res = match svc.call(req).await {
+            Ok(r) => r,
+            Err(e) => e.error_response().into(),
+        };
+        if res.head().connection_type() == ConnectionType::Close {
+            keep = false;
+        }
+        // 4. the unread body: drained if small, else the connection closes
+        let body_left = match framing {
+            Framing::None => Some(0),
+            Framing::Length(n) if n <= st.drain_limit => Some(n),
+            Framing::Length(_) => None,
+            Framing::Chunked => Some(u64::MAX),
+        };
+        if body_left.is_none() {
+            keep = false;
+        }
+        // 5. the response
+        let written = write_response(&mut io, res, version, is_head, keep, &st).await;
+        match written {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return,
+        }
+        if !keep {
+            let _ = io.shutdown().await;
+            return;
+        }
+        match body_left {
+            Some(0) => {}
+            Some(u64::MAX) => {
+                if !drain_chunked(&mut io, &mut buf, &st).await {
+                    return;
+                }
+            }
+            Some(n) => {
+                if !drain_length(&mut io, &mut buf, n, &st).await {
+                    return;
+                }
+            }
+            None => return,
+        }
+        // no buffer is held while idle
+        if buf.is_empty() {
+            buf = BytesMut::new();
+        }
+    }
+}
+
+type Parsed = Result<(head::Head, usize), HeadError>;
+
+/// Reads until a head parses. `Ok(None)`: the connection ends quietly (idle
+/// keep-alive expired, client closed between requests, shutdown).
+async fn read_head(
+    io: &mut TcpStream,
+    buf: &mut BytesMut,
+    st: &Settings,
+    first: bool,
+    started: Instant,
+    shutdown: &actix_server::GracefulShutdownSignal,
+) -> Result<Option<Parsed>, End> {
+    let mut head_since = if first { Some(started) } else { None };
+    loop {
+        if !buf.is_empty() {
+            head_since.get_or_insert_with(Instant::now);
+            match head::parse(&mut buf[..], &st.limits) {
+                Ok(Some(h)) => return Ok(Some(Ok(h))),
+                Ok(None) => {}
+                Err(e) => return Ok(Some(Err(e))),
+            }
+        }
+        let deadline = match head_since {
+            Some(t) => t + st.header_timeout,
+            None => Instant::now() + st.keep_alive.unwrap_or(st.header_timeout),
+        };
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(READ_CHUNK);
+        }
+        let read = tokio::select! {
+            r = timeout_at(deadline, io.read_buf(buf)) => r,
+            // an idle connection closes at shutdown; one mid-head gets its deadline
+            () = shutdown.notified(), if head_since.is_none() => return Ok(None),
+        };
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                return if buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(End::Closed)
+                }
+            }
+            Ok(Ok(_)) => {}
+            Err(_) if head_since.is_some() => return Err(End::HeaderTimeout),
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// Writes `bytes` whole within the send timeout.
+async fn send(io: &mut TcpStream, bytes: &[u8], st: &Settings) -> std::io::Result<()> {
+    match timeout_at(Instant::now() + st.send_timeout, io.write_all(bytes)).await {
+        Ok(r) => r,
+        Err(_) => {
+            count_timeout();
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
+    }
+}
+
+/// A body-less answer of the engine itself, and a close.
+async fn write_error(io: &mut TcpStream, status: StatusCode, st: &Settings) -> std::io::Result<()> {
+    let mut b = BytesMut::with_capacity(128);
+    b.put_slice(b"HTTP/1.1 ");
+    b.put_slice(status.as_str().as_bytes());
+    b.put_u8(b' ');
+    b.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    b.put_slice(b"\r\ncontent-length: 0\r\nconnection: close\r\ndate: ");
+    b.put_slice(date().as_bytes());
+    b.put_slice(b"\r\n\r\n");
+    send(io, &b, st).await?;
+    io.shutdown().await
+}
+
+/// Encodes the status line and header fields (RFC 9112 §4, §6) and sends the
+/// body. `Ok(false)`: the body ended early or the client went away, so the
+/// connection must close.
+async fn write_response(
+    io: &mut TcpStream,
+    res: Response<BoxBody>,
+    version: Version,
+    is_head: bool,
+    keep: bool,
+    st: &Settings,
+) -> std::io::Result<bool> {
+    let (res, body) = res.into_parts();
+    let status = res.status();
+    let mut size = body.size();
+    let no_body_status = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    if no_body_status {
+        size = BodySize::None;
+    }
+    let chunked = matches!(size, BodySize::Stream) && version == Version::HTTP_11;
+    // an HTTP/1.0 stream is delimited by the close
+    let keep = keep && (chunked || !matches!(size, BodySize::Stream));
+    let mut w = BytesMut::with_capacity(512);
+    w.put_slice(if version == Version::HTTP_10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    w.put_slice(status.as_str().as_bytes());
+    w.put_u8(b' ');
+    w.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    w.put_slice(b"\r\n");
+    match size {
+        BodySize::Sized(n) => {
+            w.put_slice(b"content-length: ");
+            w.put_slice(itoa(n).as_bytes());
+            w.put_slice(b"\r\n");
+        }
+        BodySize::Stream if chunked => w.put_slice(b"transfer-encoding: chunked\r\n"),
+        _ => {}
+    }
+    if !keep && version == Version::HTTP_11 {
+        w.put_slice(b"connection: close\r\n");
+    } else if keep && version == Version::HTTP_10 {
+        w.put_slice(b"connection: keep-alive\r\n");
+    }
+    let mut has_date = false;
+    for (name, value) in res.headers() {
+        match *name {
+            header::CONNECTION | header::TRANSFER_ENCODING => continue,
+            // 304 keeps a Content-Length the handler set (RFC 9110 §8.6)
+            header::CONTENT_LENGTH if status != StatusCode::NOT_MODIFIED => continue,
+            header::DATE => has_date = true,
+            _ => {}
+        }
+        w.put_slice(name.as_str().as_bytes());
+        w.put_slice(b": ");
+        w.put_slice(value.as_bytes());
+        w.put_slice(b"\r\n");
+    }
+    if !has_date {
+        w.put_slice(b"date: ");
+        w.put_slice(date().as_bytes());
+        w.put_slice(b"\r\n");
+    }
+    w.put_slice(b"\r\n");
+    if matches!(size, BodySize::None) {
+        drop(body);
+        send(io, &w, st).await?;
+        return Ok(keep);
+    }
+    let complete = send_body(io, w, body, size, chunked, is_head, st).await?;
+    Ok(keep && complete)
+}
+
+/// Polls the body to its end and writes it (nothing for HEAD, whose body is
+/// still polled so that the log phase sees it complete). `false` when the body
+/// failed or was shorter than announced: the connection must close, and a
+/// chunked body gets no last-chunk, so it never looks complete.
+async fn send_body(
+    io: &mut TcpStream,
+    mut w: BytesMut,
+    body: BoxBody,
+    size: BodySize,
+    chunked: bool,
+    is_head: bool,
+    st: &Settings,
+) -> std::io::Result<bool> {
+    let mut body = std::pin::pin!(body);
+    let mut sent: u64 = 0;
+    loop {
+        let next = std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await;
+        match next {
+            Some(Ok(chunk)) => {
+                if is_head || chunk.is_empty() {
+                    continue;
+                }
+                sent += chunk.len() as u64;
+                if let BodySize::Sized(n) = size {
+                    if sent > n {
+                        // more than announced: never send it
+                        return Ok(false);
+                    }
+                }
+                if chunked {
+                    w.put_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                }
+                if w.len() + chunk.len() <= COALESCE {
+                    w.put_slice(&chunk);
+                    if chunked {
+                        w.put_slice(b"\r\n");
+                    }
+                } else {
+                    if !w.is_empty() {
+                        send(io, &w, st).await?;
+                        w.clear();
+                    }
+                    send(io, &chunk, st).await?;
+                    if chunked {
+                        w.put_slice(b"\r\n");
+                    }
+                }
+            }
+            Some(Err(_)) => {
+                if !w.is_empty() {
+                    send(io, &w, st).await?;
+                }
+                return Ok(false);
+            }
+            None => break,
+        }
+        if w.len() >= COALESCE {
+            send(io, &w, st).await?;
+            w.clear();
+        }
+    }
+    if chunked && !is_head {
+        w.put_slice(b"0\r\n\r\n");
+    }
+    if !w.is_empty() {
+        send(io, &w, st).await?;
+    }
+    let whole = match size {
+        BodySize::Sized(n) => is_head || sent == n,
+        _ => true,
+    };
+    Ok(whole)
+}
+
+/// Decimal digits of `n` without allocating.
+fn itoa(n: u64) -> ItoaBuf {
+    let mut b = ItoaBuf([0; 20], 20);
+    let mut n = n;
+    loop {
+        b.1 -= 1;
+        b.0[b.1] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    b
+}
+
+struct ItoaBuf([u8; 20], usize);
+
+impl ItoaBuf {
+    fn as_bytes(&self) -> &[u8] {
+        &self.0[self.1..]
+    }
+}
+
+/// Reads more bytes into `buf` within the header timeout (an unread body
+/// trickled by the client is timed like a head).
+async fn fill(io: &mut TcpStream, buf: &mut BytesMut, deadline: Instant) -> bool {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_CHUNK);
+    }
+    match timeout_at(deadline, io.read_buf(buf)).await {
+        Ok(Ok(n)) => n > 0,
+        Ok(Err(_)) => false,
+        Err(_) => {
+            count_timeout();
+            false
+        }
+    }
+}
+
+/// A connection cut off by one of its timeouts (`connections-timed-out`).
+fn count_timeout() {
+    crate::stats::global()
+        .timeouts
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Discards `n` body bytes. `false`: the connection must close.
+async fn drain_length(io: &mut TcpStream, buf: &mut BytesMut, mut n: u64, st: &Settings) -> bool {
+    let deadline = Instant::now() + st.header_timeout;
+    loop {
+        let k = n.min(buf.len() as u64) as usize;
+        buf.advance(k);
+        n -= k as u64;
+        if n == 0 {
+            return true;
+        }
+        if !fill(io, buf, deadline).await {
+            return false;
+        }
+    }
+}
+
+/// Discards a chunked body of at most `drain_limit` bytes.
+async fn drain_chunked(io: &mut TcpStream, buf: &mut BytesMut, st: &Settings) -> bool {
+    let deadline = Instant::now() + st.header_timeout;
+    let mut d = Decoder::new(st.drain_limit);
+    loop {
+        match d.step(buf) {
+            Ok(s) if s.done => {
+                buf.advance(s.consumed);
+                return true;
+            }
+            Ok(s) if s.consumed > 0 => buf.advance(s.consumed),
+            Ok(_) => {
+                if !fill(io, buf, deadline).await {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn itoa_writes_decimal() {
+        for n in [0u64, 7, 10, 151, 104_857_600, u64::MAX] {
+            assert_eq!(super::itoa(n).as_bytes(), n.to_string().as_bytes());
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Tessera's HTTP/1.1 engine (`[server] http1-engine = "tessera"`, the
+//! default): what it does beyond actix-http's dispatcher, over raw TCP.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::util::{Response, Server};
+
+fn server(extra_server: &str) -> Server {
+    Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nhttp1-engine = \"tessera\"\n{extra_server}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"access-log\", \"static-file\"]\n[vhost.access-log]\npath = \"access.log\"\n"
+        ),
+        |d| {
+            d.write("www/a.txt", "aaaa");
+            d.write("www/b.txt", "bb");
+        },
+    )
+}
+
+fn connect(s: &Server) -> TcpStream {
+    let c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c
+}
+
+/// Reads one response (head and Content-Length body) from `c`.
+fn read_response(c: &mut TcpStream) -> Response {
+    read_response_line(c).1
+}
+
+/// As [`read_response`], with the status line.
+fn read_response_line(c: &mut TcpStream) -> (String, Response) {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            c.read(&mut byte).unwrap(),
+            1,
+            "closed mid-head: {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.push(byte[0]);
+    }
+    let head = Response::parse(&raw, true);
+    let len: usize = head
+        .header("content-length")
+        .map_or(0, |v| v.parse().unwrap());
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).unwrap();
+    raw.extend_from_slice(&body);
+    let line =
+        String::from_utf8_lossy(&raw[..raw.iter().position(|&b| b == b'\r').unwrap()]).into_owned();
+    (line, Response::parse(&raw, false))
+}
+
+/// The connection was closed by the server: EOF (or a reset), no more bytes.
+fn assert_closed(c: &mut TcpStream) {
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "unexpected bytes: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: site.test\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\nGET /nope HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"aaaa"[..]));
+    let r = read_response(&mut c);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"bb"[..]));
+    assert_eq!(read_response(&mut c).status, 404);
+}
+
+/// RFC 9112 §2.3: a higher minor version is served as HTTP/1.1.
+#[test]
+fn http_1_2_is_served_as_1_1_and_2_0_is_505() {
+    let s = server("");
+    let raw = s.raw(b"GET /a.txt HTTP/1.2\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+    assert!(
+        raw.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+    assert!(raw.ends_with(b"aaaa"));
+    let raw = s.raw(b"GET /a.txt HTTP/2.0\r\nHost: site.test\r\n\r\n");
+    assert!(
+        raw.starts_with(b"HTTP/1.1 505 "),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+}
+
+/// RFC 9112 §6.1: an unknown transfer coding is 501, and the connection
+/// closes (its body cannot be delimited).
+#[test]
+fn unknown_transfer_coding_is_501_and_closes() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: gzip\r\n\r\nxxxx")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(r.status, 501);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_closed(&mut c);
+}
+
+/// CONNECT is refused and the connection closes at once: no tunnel, and
+/// nothing after it is read as a request.
+#[test]
+fn connect_is_400_and_closes_at_once() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c).status, 400);
+    assert_closed(&mut c);
+}
+
+/// RFC 9112 §6.3: a repeated or invalid Content-Length is 400 and closes;
+/// the bytes behind it never become a second request.
+#[test]
+fn request_smuggling_framings_are_refused() {
+    let s = server("");
+    for req in [
+        &b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n"[..],
+        b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nContent-Length: +5\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n",
+        b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n",
+        b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+    ] {
+        let mut c = connect(&s);
+        c.write_all(req).unwrap();
+        let r = read_response(&mut c);
+        assert!(r.status == 400 || r.status == 501, "{}", r.status);
+        assert_closed(&mut c);
+    }
+    let log = std::fs::read_to_string(s.dir.path().join("access.log")).unwrap_or_default();
+    assert!(
+        !log.contains("/b.txt"),
+        "a smuggled request was served: {log}"
+    );
+}
+
+/// A request body the handler does not read is drained, Content-Length or
+/// chunked (with trailers), and the connection serves the next request
+/// (actix-http closed the connection behind every chunked body).
+#[test]
+fn unread_bodies_are_drained_and_the_connection_lives() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nContent-Length: 10\r\n\r\n0123456789")
+        .unwrap();
+    assert_eq!(read_response(&mut c).status, 405);
+    c.write_all(b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("connection"), None);
+    c.write_all(b"GET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"bb"[..]));
+}
+
+/// `Expect: 100-continue` with a body nobody reads: the final status, then a
+/// close (RFC 9110 §10.1.1), never a wait for a body the client withholds.
+#[test]
+fn expect_continue_gets_the_final_status_and_a_close() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(b"PUT /a.txt HTTP/1.1\r\nHost: site.test\r\nExpect: 100-continue\r\nContent-Length: 1000\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_closed(&mut c);
+}
+
+/// HTTP/1.0: closed after the response unless the client asks for keep-alive.
+#[test]
+fn http_1_0_keep_alive_rules() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let (line, r) = read_response_line(&mut c);
+    assert_eq!(line, "HTTP/1.0 200 OK");
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    c.write_all(b"GET /b.txt HTTP/1.0\r\n\r\n").unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(r.body, b"bb");
+    assert_closed(&mut c);
+}
+
+/// `max-request-headers` (default 100): one more field is 431.
+#[test]
+fn too_many_header_fields_is_431() {
+    let s = server("max-request-headers = 20");
+    let mut req = String::from("GET /a.txt HTTP/1.1\r\nHost: site.test\r\n");
+    for i in 0..19 {
+        req.push_str(&format!("X-{i}: v\r\n"));
+    }
+    let ok = format!("{req}Connection: close\r\n\r\n");
+    assert!(s.raw(ok.as_bytes()).starts_with(b"HTTP/1.1 431 "));
+    let fits = req.replace("X-18: v\r\n", "") + "Connection: close\r\n\r\n";
+    assert!(s.raw(fits.as_bytes()).starts_with(b"HTTP/1.1 200 "));
+}
+
+/// The engine answers 408 to a head that does not complete in time and
+/// counts the connection as timed out.
+#[test]
+fn a_trickled_head_gets_408() {
+    let s = server("client-header-timeout = 1");
+    let mut c = connect(&s);
+    c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: si").unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    assert!(
+        out.starts_with(b"HTTP/1.1 408 "),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}
