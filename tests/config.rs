@@ -173,3 +173,19 @@ fn environment_overrides() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server.listen"), "{err}");
 }
+
+/// Issue 11 #11: a format name beside other fields would log the literal
+/// word; it is an error naming file, vhost, key and the fix.
+#[test]
+fn access_log_format_name_must_stand_alone() {
+    let e = error(&site_config(
+        "\"access-log\", \"static-file\"",
+        "[vhost.access-log]\npath = \"logs/a.log\"\nformat = \"combined %{request-id}n\"\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": access-log: format:")
+            && e.contains("\"combined\" is a format name")
+            && e.contains("%{combined}"),
+        "{e}"
+    );
+}
