@@ -326,6 +326,16 @@ fn is_text(t: &str) -> bool {
         )
 }
 
+/// Extensions of files most web sites serve (pages, styles, scripts, data,
+/// images, fonts, media, archives). An imported `mimetype.assign` that leaves
+/// one out is reported: lighttpd sends `application/octet-stream` for it,
+/// Tessera its built-in type. Rarer extensions are not checked.
+pub const WEB_EXTENSIONS: &[&str] = &[
+    "html", "htm", "css", "js", "mjs", "json", "xml", "txt", "csv", "svg", "png", "jpg", "jpeg",
+    "gif", "webp", "avif", "ico", "woff", "woff2", "ttf", "otf", "pdf", "zip", "gz", "tar", "mp4",
+    "webm", "ogg", "mp3", "wav", "wasm",
+];
+
 /// The Content-Type static-file sends for a file extension (without the dot)
 /// when no `mime-types` entry overrides it: mime_guess's first type, with
 /// `; charset=utf-8` for text types; `application/octet-stream` when unknown.

@@ -1520,6 +1520,32 @@ impl Tr<'_> {
             out.push((ext, V::s(t)));
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
+        // lighttpd sends application/octet-stream for every extension the
+        // list does not name; Tessera would send its built-in type, which also
+        // changes which expires mime-types entries apply.
+        let listed: Vec<String> = val
+            .as_pairs()
+            .iter()
+            .filter_map(|(k, _)| k.strip_prefix('.').map(str::to_ascii_lowercase))
+            .collect();
+        let unlisted: Vec<&str> = crate::tessera::WEB_EXTENSIONS
+            .iter()
+            .copied()
+            .filter(|e| !listed.iter().any(|l| l == e))
+            .filter(|e| normalize_mime(&builtin_mime(e)) != "application/octet-stream")
+            .collect();
+        if !unlisted.is_empty() {
+            report.approximated(
+                src,
+                "mimetype.assign",
+                format!(
+                    "extensions it does not list ({}) are application/octet-stream in lighttpd but get Tessera's built-in types (e.g. .{} is {}), which expires mime-types rules then see; list them in static-file mime-types as application/octet-stream to keep lighttpd's answers",
+                    unlisted.join(" "),
+                    unlisted[0],
+                    builtin_mime(unlisted[0])
+                ),
+            );
+        }
         report.translated(
             src,
             "mimetype.assign",
@@ -1616,24 +1642,52 @@ pub(crate) fn log_format(f: &str) -> (String, Vec<String>) {
         );
         match (d, arg.as_deref()) {
             ('%', None) => out.push_str("%%"),
-            ('h' | 'a' | 'l' | 'u' | 'r' | 'b' | 'B' | 'D' | 'v' | 'V' | 'U' | 'm' | 'H', None) => {
+            ('h' | 'a' | 'l' | 'u' | 'r' | 'D' | 'v' | 'V' | 'U' | 'm' | 'H' | 'A', None) => {
                 out.push('%');
                 out.push(d);
             }
+            // lighttpd logs 0 for an empty body (HEAD, 304) once a response
+            // was sent: Tessera's %B (its %b writes "-" as Apache does).
+            ('b' | 'B', None) => out.push_str("%B"),
+            ('p', None | Some("local" | "canonical")) => out.push_str("%p"),
+            ('p', Some("remote")) => out.push_str("%{remote}p"),
             ('s', None) => out.push_str("%>s"),
             ('t', None) => {
                 out.push_str("%t");
             }
-            ('t', Some(_)) => {
-                out.push_str("%t");
-                notes.push(format!(
-                    "{directive} becomes %t ([10/Oct/2000:13:55:36 +0000], UTC)"
-                ));
+            ('t', Some(a)) => {
+                let (begin, a) = match a.split_once(':') {
+                    Some(("begin", rest)) => (true, rest),
+                    Some(("end", rest)) => (false, rest),
+                    _ => (false, a),
+                };
+                let bare = |p: &str| matches!(p, "%d/%b/%Y:%H:%M:%S %z" | "%d/%b/%Y:%T %z");
+                match a {
+                    "sec" | "msec" | "usec" => out.push_str(&format!("%{{{a}}}t")),
+                    p if bare(p) => out.push_str(&format!("%{{{p}}}t")),
+                    p if p
+                        .strip_prefix('[')
+                        .and_then(|p| p.strip_suffix(']'))
+                        .is_some_and(bare) =>
+                    {
+                        out.push_str("%t")
+                    }
+                    _ => {
+                        out.push_str("%t");
+                        notes.push(format!(
+                            "{directive} becomes %t ([10/Oct/2000:13:55:36 +0000], UTC)"
+                        ));
+                    }
+                }
+                if begin {
+                    notes.push(format!(
+                        "{directive}: Tessera writes the time at the end of the request"
+                    ));
+                }
             }
-            ('T', None) => out.push_str("%T"),
-            ('T', Some("s" | "ms" | "us")) => {
-                out.push_str(&directive);
-            }
+            ('T', None | Some("s" | "sec")) => out.push_str("%T"),
+            ('T', Some("ms" | "msec")) => out.push_str("%{ms}T"),
+            ('T', Some("us" | "usec")) => out.push_str("%{us}T"),
             ('T', Some(_)) => {
                 out.push_str("%D");
                 notes.push(format!("{directive} becomes %D (microseconds)"));
@@ -1641,10 +1695,7 @@ pub(crate) fn log_format(f: &str) -> (String, Vec<String>) {
             ('i', Some(h)) => {
                 out.push_str(&format!("%{{{h}}}i"));
             }
-            ('q', None) => {
-                out.push_str("%q");
-                notes.push("%q includes the leading '?' in Tessera".into());
-            }
+            ('q', None) => out.push_str("%{raw}q"),
             ('O', None) => {
                 out.push_str("%b");
                 notes.push("%O (bytes with headers) becomes %b (body bytes)".into());
@@ -1769,13 +1820,18 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             d("dir-listing", "enabled", V::Bool(false)),
             d("dir-listing", "hidden-files", V::Bool(false)),
             d("dir-listing", "follow-symlinks", V::s("always")),
-            d("access-log", "format", V::s(DEFAULT_LOG_FORMAT)),
+            d(
+                "access-log",
+                "format",
+                V::s(log_format(DEFAULT_LOG_FORMAT).0),
+            ),
         ],
         reset: false,
         base: true,
         label: "lighttpd's defaults".into(),
     }];
-    report.approximated(
+    // Written explicitly, so Tessera behaves as lighttpd does: not a warning.
+    report.translated(
         &Src::new(main, 1),
         "static-file",
         "hidden-files = true and follow-symlinks = \"always\", as lighttpd serves dot-files and follows every symbolic link (set hidden-files = false and follow-symlinks = \"inside-root\" to harden)",
@@ -1799,6 +1855,14 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
         for s in &ctx.settings {
             if s.key == "server.document-root" {
                 if let Some(p) = s.val.as_string() {
+                    if p.is_empty() {
+                        // Tessera would serve the configuration's directory.
+                        return Err(ImportError::Parse {
+                            file: s.src.file.clone(),
+                            line: s.src.line,
+                            message: "server.document-root is empty: set the directory of the files to serve".into(),
+                        });
+                    }
                     docroots.push((i, p, s.src.clone()));
                 }
                 continue;
@@ -2063,6 +2127,48 @@ mod tests {
         (crate::emit::write(&out), r)
     }
 
+    /// A `mimetype.assign` naming every common extension, with Tessera's types.
+    fn full_mime_assign() -> String {
+        let mut m = String::from("mimetype.assign = (\n");
+        for e in crate::tessera::WEB_EXTENSIONS {
+            m.push_str(&format!("  \".{e}\" => \"{}\",\n", builtin_mime(e)));
+        }
+        m.push_str(")\n");
+        m
+    }
+
+    /// Issue 11 #8: the note about dot-files and symbolic links is not a
+    /// warning (the values written are lighttpd's), so a clean import has none.
+    #[test]
+    fn clean_import_has_no_warnings() {
+        let (t, r) = imp(&format!(
+            "server.document-root = \"/\"\nserver.port = 8080\n{}",
+            full_mime_assign()
+        ));
+        assert!(!r.has_warnings(), "{r}");
+        assert!(t.contains("hidden-files = true"), "{t}");
+        assert!(t.contains("follow-symlinks = \"always\""), "{t}");
+        assert!(r.find("hidden-files = true").count() == 1, "{r}");
+    }
+
+    /// Issue 11 #7: a `mimetype.assign` that leaves out common extensions is
+    /// an approximation naming them (lighttpd sends application/octet-stream).
+    #[test]
+    fn partial_mimetype_assign_is_reported() {
+        let (_, r) = imp(concat!(
+            "server.document-root = \"/\"\n",
+            "mimetype.assign = ( \".html\" => \"text/html\", \".css\" => \"text/css\" )\n",
+        ));
+        let e: Vec<_> = r.find("application/octet-stream in lighttpd").collect();
+        assert_eq!(e.len(), 1, "{r}");
+        assert_eq!(e[0].outcome, crate::Outcome::Approximated);
+        assert!(
+            e[0].message.contains(" json ") && !e[0].message.contains(" css "),
+            "{r}"
+        );
+        assert!(e[0].src.line == 2, "{r}");
+    }
+
     #[test]
     fn idle_timeouts_become_server_timeouts() {
         let (t, _) = imp(concat!(
@@ -2125,15 +2231,24 @@ mod tests {
     fn log_formats() {
         assert_eq!(
             log_format(DEFAULT_LOG_FORMAT).0,
-            r#"%h %V %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#
+            r#"%h %V %u %t "%r" %>s %B "%{Referer}i" "%{User-Agent}i""#
         );
         assert!(log_format(DEFAULT_LOG_FORMAT).1.is_empty());
         let (f, notes) = log_format("%{%s}t|%V|%r|%s|%b");
-        assert_eq!(f, "%t|%V|%r|%>s|%b");
+        assert_eq!(f, "%t|%V|%r|%>s|%B");
         assert_eq!(notes.len(), 1);
         let (f, notes) = log_format("%h %O %{X}o %X");
         assert_eq!(f, "%h %b - -");
         assert_eq!(notes.len(), 3);
+        // Issue 11 #5: lighttpd's time, duration, socket and query directives.
+        let (f, notes) = log_format(
+            "%{ms}T %{msec}T %{us}T %T %{sec}t %{msec}t %{end:usec}t %{%d/%b/%Y:%H:%M:%S %z}t %{[%d/%b/%Y:%T %z]}t %A %p %{remote}p %q",
+        );
+        assert_eq!(
+            f,
+            "%{ms}T %{ms}T %{us}T %T %{sec}t %{msec}t %{usec}t %{%d/%b/%Y:%H:%M:%S %z}t %t %A %p %{remote}p %{raw}q"
+        );
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]
