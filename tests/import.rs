@@ -377,6 +377,22 @@ fn same(what: &str, l: &Response, t: &Response, http10: bool) -> Vec<String> {
     diffs
 }
 
+/// Imports `conf` (which must succeed) into `dir/imported.toml`; returns it
+/// parsed, listening on 127.0.0.1 port 0 instead (same configuration, any free
+/// port for Tessera), its text as imported, and the report.
+fn import_on_any_port(source: &str, conf: &Path, dir: &Path) -> (toml::Table, String, String) {
+    let out = dir.join("imported.toml");
+    let (code, report) = import(source, conf, &out);
+    assert!(code == 0 || code == 1, "import failed: {report}");
+    let imported = std::fs::read_to_string(&out).unwrap();
+    let mut tv: toml::Table = toml::from_str(&imported).unwrap();
+    tv["server"].as_table_mut().unwrap().insert(
+        "listen".into(),
+        toml::Value::Array(vec!["127.0.0.1:0".into()]),
+    );
+    (tv, imported, report)
+}
+
 /// Starts lighttpd on `conf_text` (with `PORT` replaced), imports it, starts
 /// Tessera on the import, and compares the answers to every (host, path).
 fn compare(dir: &TempDir, conf_text: &str, requests: &[(&str, &str)]) {
@@ -385,17 +401,8 @@ fn compare(dir: &TempDir, conf_text: &str, requests: &[(&str, &str)]) {
         "lighttpd.conf",
         conf_text.replace("PORT", &port.to_string()),
     );
-    let out = dir.path().join("imported.toml");
-    let (code, report) = import("lighttpd", &conf, &out);
-    assert!(code == 0 || code == 1, "import failed: {report}");
-    let imported = std::fs::read_to_string(&out).unwrap();
+    let (tv, imported, report) = import_on_any_port("lighttpd", &conf, dir.path());
     let l = start_lighttpd(&conf, port, dir.path());
-    // Same configuration, any free port for Tessera.
-    let mut tv: toml::Table = toml::from_str(&imported).unwrap();
-    tv["server"].as_table_mut().unwrap().insert(
-        "listen".into(),
-        toml::Value::Array(vec!["127.0.0.1:0".into()]),
-    );
     let t = Server::start(&toml::to_string(&tv).unwrap(), |_| {});
     let mut diffs = Vec::new();
     for (host, path) in requests {
@@ -721,14 +728,7 @@ fn compare_access_logs(fields: &[&str]) {
             fmt = fields.join("|").replace('"', "\\\"")
         ),
     );
-    let out = dir.path().join("imported.toml");
-    let (code, report) = import("lighttpd", &conf, &out);
-    assert!(code == 0 || code == 1, "import failed: {report}");
-    let mut tv: toml::Table = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    tv["server"].as_table_mut().unwrap().insert(
-        "listen".into(),
-        toml::Value::Array(vec!["127.0.0.1:0".into()]),
-    );
+    let (mut tv, _, report) = import_on_any_port("lighttpd", &conf, dir.path());
     let vh = tv["vhost"].as_array_mut().unwrap()[0]
         .as_table_mut()
         .unwrap();
@@ -806,4 +806,66 @@ fn compare_access_logs(fields: &[&str]) {
         ll.join("\n"),
         tl.join("\n")
     );
+}
+
+/// Issue 11 #4: a Cherokee rule with `expiration = time` keeps its lifetime
+/// beside caching options (one line `max-age=N, public, …` and `Expires`, as
+/// Cherokee's `cherokee_connection_add_expiration_header` writes them) and
+/// beside a `Cache-Control` header operation (which replaces that line, as
+/// Cherokee's `header_op` `add` does, while `Expires` stays).
+#[test]
+fn cherokee_expiration_time_keeps_its_lifetime() {
+    let dir = TempDir::new("cherokee-exp");
+    let root = dir.mkdir("www");
+    dir.write("www/cached/a.txt", "a\n");
+    dir.write("www/ops/b.txt", "b\n");
+    dir.write("www/plain.txt", "p\n");
+    let conf = dir.write(
+        "cherokee.conf",
+        format!(
+            "server!bind!1!port = 8081\n\
+             vserver!1!nick = default\n\
+             vserver!1!document_root = {root}\n\
+             vserver!1!rule!1!match = default\n\
+             vserver!1!rule!1!handler = file\n\
+             vserver!1!rule!20!match = directory\n\
+             vserver!1!rule!20!match!directory = /cached\n\
+             vserver!1!rule!20!match!final = 0\n\
+             vserver!1!rule!20!expiration = time\n\
+             vserver!1!rule!20!expiration!time = 1h\n\
+             vserver!1!rule!20!expiration!caching = public\n\
+             vserver!1!rule!20!expiration!caching!must-revalidate = 1\n\
+             vserver!1!rule!30!match = directory\n\
+             vserver!1!rule!30!match!directory = /ops\n\
+             vserver!1!rule!30!match!final = 0\n\
+             vserver!1!rule!30!expiration = time\n\
+             vserver!1!rule!30!expiration!time = 2h\n\
+             vserver!1!rule!30!header_op!1!type = add\n\
+             vserver!1!rule!30!header_op!1!header = Cache-Control\n\
+             vserver!1!rule!30!header_op!1!value = no-transform\n",
+            root = root.display()
+        ),
+    );
+    let (tv, _, report) = import_on_any_port("cherokee", &conf, dir.path());
+    let t = Server::start(&toml::to_string(&tv).unwrap(), |_| {});
+    let expires_in = |r: &Response| -> u64 {
+        let e = httpdate::parse_http_date(r.header("expires").expect("Expires")).unwrap();
+        e.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default()
+            .as_secs()
+    };
+    let a = t.get("/cached/a.txt");
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.header_all("cache-control"),
+        ["max-age=3600, public, must-revalidate"],
+        "{report}"
+    );
+    assert!((3590..=3600).contains(&expires_in(&a)), "{:?}", a.headers);
+    let b = t.get("/ops/b.txt");
+    assert_eq!(b.header_all("cache-control"), ["no-transform"], "{report}");
+    assert!((7190..=7200).contains(&expires_in(&b)), "{:?}", b.headers);
+    let p = t.get("/plain.txt");
+    assert_eq!(p.header("cache-control"), None);
+    assert_eq!(p.header("expires"), None);
 }

@@ -110,8 +110,16 @@ impl ModuleSpec for Tessera {
                     }
                 }
                 let mut add: Vec<(String, V)> = Vec::new();
-                if let Some(V::Tab(t)) = get(opts, "add") {
-                    for (name, v) in t {
+                // Cherokee's caching directives (`expiration-add`), then adds.
+                let adds = ["expiration-add", "add"]
+                    .iter()
+                    .filter_map(|k| match get(opts, k) {
+                        Some(V::Tab(t)) => Some(t),
+                        _ => None,
+                    })
+                    .flatten();
+                {
+                    for (name, v) in adds {
                         // lighttpd runs add before set: a field also set keeps
                         // only the set value.
                         if set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))

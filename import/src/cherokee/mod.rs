@@ -841,14 +841,16 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
         server,
         vhosts: Vec::new(),
     };
-    // Cherokee order puts headers before expires: the caching directives
-    // (set by headers) get max-age appended by expires.
+    // Cherokee writes Expires and `Cache-Control: max-age=N` first, then its
+    // caching directives into the same line, then the header operations
+    // (an `add` replaces a field): expires runs before headers, whose `add`
+    // merges the directives into expires' line and whose `set` replaces it.
     let mut order: Vec<&'static str> = MODULE_ORDER.to_vec();
     if let (Some(h), Some(e)) = (
         order.iter().position(|m| *m == "headers"),
         order.iter().position(|m| *m == "expires"),
     ) {
-        if e < h {
+        if h < e {
             order.swap(h, e);
         }
     }
@@ -1421,6 +1423,8 @@ fn rule_options(
                     }
                 }
                 let mut hdrs: Vec<(String, V)> = Vec::new();
+                // Merged into the line expires writes (`max-age=N, public`).
+                let mut adds: Vec<(String, V)> = Vec::new();
                 match kind {
                     "none" => {
                         tr.report.translated(&src, &what, "no expiry headers");
@@ -1470,7 +1474,7 @@ fn rule_options(
                                     uses_years: false,
                                 }
                                 .to_tessera();
-                                tr.report.translated(&src, &what, format!("expires url \"/\" = \"{e}\"{}", if cc.is_empty() { String::new() } else { format!(" with Cache-Control: {} (headers; max-age is appended)", cc.join(", ")) }));
+                                tr.report.translated(&src, &what, format!("expires url \"/\" = \"{e}\"{}", if cc.is_empty() { String::new() } else { format!(" with Cache-Control: max-age, {} (headers add, merged into the line expires writes, as Cherokee writes one line)", cc.join(", ")) }));
                                 push(
                                     opts,
                                     "expires",
@@ -1479,7 +1483,7 @@ fn rule_options(
                                     &src,
                                 );
                                 if !cc.is_empty() {
-                                    hdrs.push(("Cache-Control".into(), V::s(cc.join(", "))));
+                                    adds.push(("Cache-Control".into(), V::s(cc.join(", "))));
                                 }
                             }
                             Err(e) => {
@@ -1494,7 +1498,9 @@ fn rule_options(
                         continue;
                     }
                 }
+                // Both keys together, so that a rule's expiration is one unit.
                 push(opts, "headers", "expiration", V::Tab(hdrs), &src);
+                push(opts, "headers", "expiration-add", V::Tab(adds), &src);
             }
             "header_op" => {
                 let mut ops: Vec<(String, V)> = Vec::new();
