@@ -161,6 +161,10 @@ fn summary(cfg: &Config) -> String {
             .filter(|sl| sl.vhost_instance.is_some())
             .map(|sl| sl.name.as_str())
             .collect();
+        if !v.listen.is_empty() {
+            let l: Vec<String> = v.listen.iter().map(ToString::to_string).collect();
+            let _ = writeln!(s, "  only on listeners: {}", l.join(", "));
+        }
         let _ = writeln!(s, "  pipeline: {}", base.join(" -> "));
         for (i, r) in v.pipeline.rules.iter().enumerate() {
             let mods: Vec<&str> = v

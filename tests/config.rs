@@ -189,3 +189,33 @@ fn access_log_format_name_must_stand_alone() {
         "{e}"
     );
 }
+
+/// A vhost's `listen` names listeners with fixed ports, and the default
+/// vhost (which answers every listener) has none.
+#[test]
+fn vhost_listen_errors() {
+    let e = error(&site_config(
+        "\"static-file\"",
+        "listen = [\"127.0.0.1:0\"]\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": listen[0]: \"127.0.0.1:0\": a listener on port 0"),
+        "{e}"
+    );
+    let e = error(&site_config(
+        "\"static-file\"",
+        "listen = [\"127.0.0.1:8443\"]\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": listen: the default vhost answers on every listener"),
+        "{e}"
+    );
+    let e = error(&site_config(
+        "\"static-file\"",
+        "listen = [\"localhost:8443\"]\n",
+    ));
+    assert!(
+        e.contains("listen[0]: \"localhost:8443\" is not IP:PORT"),
+        "{e}"
+    );
+}

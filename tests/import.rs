@@ -6,12 +6,12 @@
 //! configuration sets, Location).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::util::{bin, Response, Server, TempDir};
+use crate::util::{bin, free_port, Response, Server, TempDir};
 
 const LIGHTTPD: &str = "/usr/sbin/lighttpd";
 
@@ -199,14 +199,6 @@ impl Drop for Lighttpd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn is_root() -> bool {

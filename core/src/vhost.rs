@@ -54,6 +54,10 @@ pub struct Vhost {
     pub counters: std::sync::Arc<crate::stats::VhostCounters>,
     /// Answer plain-HTTP requests with 301 to `https://` (key `https-redirect`).
     pub https_redirect: bool,
+    /// Key `listen`: the vhost is selected only for connections accepted by
+    /// a listener bound to one of these addresses (lighttpd's
+    /// `$SERVER["socket"]` around a host block); empty: every listener.
+    pub listen: Box<[std::net::SocketAddr]>,
 }
 
 /// All vhosts of a configuration and the lookup tables over their names.
@@ -120,10 +124,26 @@ impl VhostTable {
         &self.vhosts[self.default]
     }
 
+    /// Whether vhost `i` answers on the listener bound to `listener`.
+    fn listens_on(&self, i: usize, listener: Option<std::net::SocketAddr>) -> bool {
+        let l = &self.vhosts[i].listen;
+        l.is_empty() || listener.is_some_and(|a| l.contains(&a))
+    }
+
     /// Selects the vhost for a host as sent in Host or the request target's
-    /// authority (`Example.COM:8080`, `example.com.`, `[::1]:80`). `None` (no host)
-    /// gives the default vhost.
+    /// authority (`Example.COM:8080`, `example.com.`, `[::1]:80`) with no
+    /// listener known: vhosts with `listen` are passed over. `None` (no host)
+    /// gives the default vhost. See [`VhostTable::select_on`].
     pub fn select(&self, host: Option<&str>) -> &Vhost {
+        self.select_on(host, None)
+    }
+
+    /// [`VhostTable::select`] for a connection accepted by the listener bound
+    /// to `listener` (the address as bound: `0.0.0.0:80` for a wildcard
+    /// listener, as lighttpd's `$SERVER["socket"]` names it). A vhost whose
+    /// `listen` does not name that listener is passed over, as if it had no
+    /// names; this costs a comparison per candidate and no allocation.
+    pub fn select_on(&self, host: Option<&str>, listener: Option<std::net::SocketAddr>) -> &Vhost {
         let Some(host) = host else {
             return self.default_vhost();
         };
@@ -139,15 +159,20 @@ impl VhostTable {
         // ASCII lower-casing keeps UTF-8 valid.
         let lower = std::str::from_utf8(lower).unwrap_or("");
         if let Some(&i) = self.exact.get(lower) {
-            return &self.vhosts[i];
+            if self.listens_on(i, listener) {
+                return &self.vhosts[i];
+            }
         }
         for (suffix, i) in &self.wildcards {
-            if lower.len() > suffix.len() && lower.ends_with(&**suffix) {
+            if lower.len() > suffix.len()
+                && lower.ends_with(&**suffix)
+                && self.listens_on(*i, listener)
+            {
                 return &self.vhosts[*i];
             }
         }
         for (re, i) in &self.regexes {
-            if re.is_match(lower).unwrap_or(false) {
+            if self.listens_on(*i, listener) && re.is_match(lower).unwrap_or(false) {
                 return &self.vhosts[*i];
             }
         }
@@ -249,9 +274,30 @@ mod tests {
                 pipeline: Pipeline::new(vec![], vec![]),
                 counters: Default::default(),
                 https_redirect: false,
+                listen: Box::new([]),
             })
             .collect();
         VhostTable::new(vs, default)
+    }
+
+    /// A vhost with `listen` is passed over on other listeners: its names
+    /// then go to the next match, else the default vhost.
+    #[test]
+    fn listen_restricts_a_vhost_to_its_listeners() {
+        let mut t = table(
+            &[&["main.test"], &["admin.test", "*.admin.test"], &["*.test"]],
+            0,
+        );
+        let admin: std::net::SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        let main: std::net::SocketAddr = "0.0.0.0:80".parse().unwrap();
+        t.vhosts[1].listen = Box::new([admin]);
+        let sel = |h: &str, l| t.select_on(Some(h), Some(l)).info.index;
+        assert_eq!(sel("admin.test", admin), 1);
+        assert_eq!(sel("x.admin.test", admin), 1);
+        assert_eq!(sel("admin.test", main), 2);
+        assert_eq!(sel("x.admin.test:80", main), 2);
+        assert_eq!(sel("main.test", admin), 0);
+        assert_eq!(t.select(Some("admin.test")).info.index, 2);
     }
 
     #[test]

@@ -75,6 +75,17 @@ pub fn site_config(modules: &str, vhost_extra: &str) -> String {
     )
 }
 
+/// A port on 127.0.0.1 that was free a moment ago (bound to port 0 and
+/// released), for a listener whose address a configuration must name in
+/// advance (a vhost's `listen`, lighttpd's `$SERVER["socket"]`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Sends SIGTERM to `child` (a graceful stop) and waits for it to exit.
 pub fn terminate(child: &mut std::process::Child) -> ExitStatus {
     let st = Command::new("kill")

@@ -166,6 +166,7 @@ enum VhostKey {
     TlsCertificate,
     TlsKey,
     HttpsRedirect,
+    Listen,
 }
 
 /// A loaded, validated configuration, immutable while it serves.
@@ -353,6 +354,16 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         vhosts.push(vh);
     }
     let default = default.unwrap_or(0);
+    if !vhosts[default].listen.is_empty() {
+        return Err(Err {
+            file,
+            vhost: Some(vhosts[default].label.clone()),
+        }
+        .at(
+            "listen",
+            "the first vhost is the default (no vhost has default = true), which answers on every listener: it cannot have listen; mark another vhost default = true",
+        ));
+    }
     let mut table = crate::tls::CertTable::default();
     for (_, names, c) in &certs {
         table.add(names, c.clone());
@@ -496,6 +507,30 @@ fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Parses a vhost's `listen` key: listener addresses `"IP:PORT"`, port not 0
+/// (a port-0 listener's address is only known once bound).
+fn listen_restriction(val: &Value, e: &Err<'_>) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+    let list: Vec<String> = serde_json::from_value(val.clone())
+        .map_err(|err| e.at("listen", format!("must be a list of \"IP:PORT\": {err}")))?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let addr: std::net::SocketAddr = a.parse().map_err(|_| {
+            e.at(
+                format!("listen[{i}]"),
+                format!("\"{a}\" is not IP:PORT (use [::1]:PORT for IPv6)"),
+            )
+        })?;
+        if addr.port() == 0 {
+            return Err(e.at(
+                format!("listen[{i}]"),
+                format!("\"{a}\": a listener on port 0 cannot be named (give it a fixed port)"),
+            ));
+        }
+        out.push(addr);
+    }
+    Ok(out)
+}
+
 fn build_vhost(
     file: &Path,
     dir: &Path,
@@ -566,6 +601,7 @@ fn build_vhost(
     let mut tls_cert: Option<PathBuf> = None;
     let mut tls_key: Option<PathBuf> = None;
     let mut https_redirect = false;
+    let mut listen: Vec<std::net::SocketAddr> = Vec::new();
     let mut document_root = None;
     let mut modules: Vec<String> = Vec::new();
     let mut rules_value: &[Value] = &[];
@@ -595,6 +631,7 @@ fn build_vhost(
             Ok(VhostKey::HttpsRedirect) => {
                 https_redirect = val.as_bool().ok_or_else(|| e.at("https-redirect", "must be true or false"))?;
             }
+            Ok(VhostKey::Listen) => listen = listen_restriction(val, &e)?,
             Ok(VhostKey::Rule) => {
                 rules_value = val
                     .as_array()
@@ -605,7 +642,7 @@ fn build_vhost(
                 return Err(e.at(
                     k.as_str(),
                     format!(
-                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect; modules: {})",
+                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect, listen; modules: {})",
                         registry.names().join(", ")
                     ),
                 ))
@@ -762,11 +799,18 @@ fn build_vhost(
             is_final,
         });
     }
+    if is_default && !listen.is_empty() {
+        return Err(e.at(
+            "listen",
+            "the default vhost answers on every listener: it cannot have listen",
+        ));
+    }
     Ok((
         Vhost {
             info,
             counters: crate::stats::global().vhost(&label),
             https_redirect,
+            listen: listen.into(),
             label,
             pipeline: Pipeline::new(rules, slots),
         },
