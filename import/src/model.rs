@@ -241,6 +241,51 @@ impl Cond {
         }
     }
 
+    /// Whether the condition has a matcher with this key anywhere
+    /// (`socket`: it depends on the listener).
+    pub fn has_matcher(&self, key: &str) -> bool {
+        match self {
+            Cond::Match(V::Tab(t)) => t.iter().any(|(k, _)| k == key),
+            Cond::Not(c) => c.has_matcher(key),
+            Cond::All(cs) | Cond::Any(cs) => cs.iter().any(|c| c.has_matcher(key)),
+            _ => false,
+        }
+    }
+
+    /// The values of the `key` matchers the condition requires: at its top
+    /// level or in a conjunction (not under `not` or `any`). `None` when a
+    /// `key` matcher appears elsewhere (its truth is not required).
+    pub fn required_matchers(&self, key: &str) -> Option<Vec<V>> {
+        let mut out = Vec::new();
+        let mut rest = Vec::new();
+        let mut stack = vec![self];
+        while let Some(c) = stack.pop() {
+            match c {
+                Cond::All(cs) => stack.extend(cs),
+                Cond::Match(V::Tab(t)) if t.len() == 1 && t[0].0 == key => out.push(t[0].1.clone()),
+                other => rest.push(other),
+            }
+        }
+        (!rest.iter().any(|c| c.has_matcher(key))).then_some(out)
+    }
+
+    /// Decides every `key` matcher: true when its value is `value`, else false.
+    pub fn decide_matcher(&self, key: &str, value: &V) -> Cond {
+        match self {
+            Cond::Match(V::Tab(t)) if t.len() == 1 && t[0].0 == key => {
+                if &t[0].1 == value {
+                    Cond::True
+                } else {
+                    Cond::False
+                }
+            }
+            Cond::Not(c) => Cond::invert(c.decide_matcher(key, value)),
+            Cond::All(cs) => Cond::All(cs.iter().map(|c| c.decide_matcher(key, value)).collect()),
+            Cond::Any(cs) => Cond::Any(cs.iter().map(|c| c.decide_matcher(key, value)).collect()),
+            other => other.clone(),
+        }
+    }
+
     /// Every host test in the condition.
     pub fn host_tests(&self, out: &mut Vec<HostTest>) {
         match self {

@@ -1192,6 +1192,7 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             comment,
             names: vs.names.clone(),
             default: vs.num == default_num,
+            listen: Vec::new(),
             document_root: root,
             document_root_src: root_src,
             resolved,

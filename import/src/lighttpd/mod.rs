@@ -407,10 +407,6 @@ fn socket_addr(s: &str, default_port: u16) -> Option<String> {
     Some(addr)
 }
 
-fn is_wildcard_ip(addr: &str) -> bool {
-    addr.starts_with("0.0.0.0:") || addr.starts_with("[::]:")
-}
-
 impl Tr<'_> {
     fn ctx(&self, i: usize) -> &Context {
         &self.parsed.contexts[i]
@@ -675,35 +671,41 @@ impl Tr<'_> {
                     );
                     return Cond::False;
                 };
-                if !self.listen.iter().any(|l| l.addr == addr) {
+                // Tessera's socket matcher compares the address of the
+                // listener that accepted the connection, as lighttpd compares
+                // its server socket: 0.0.0.0:P matches connections on that
+                // listener only, whatever address they were sent to.
+                let twin = addr
+                    .strip_prefix("0.0.0.0:")
+                    .map(|p| format!("[::]:{p}"))
+                    .filter(|t| self.listen.iter().any(|l| &l.addr == t));
+                let addr = if self.listen.iter().any(|l| l.addr == addr) {
+                    addr
+                } else if let Some(twin) = twin {
+                    report.approximated(
+                        &rc.src,
+                        &what,
+                        format!("{addr} is served by the dual-stack {twin}: the test matches connections there, IPv6 ones too"),
+                    );
+                    twin
+                } else {
                     // A TLS socket that was not imported.
                     return if neg { Cond::True } else { Cond::False };
-                }
-                let c = if is_wildcard_ip(&addr) {
-                    let p = addr.rsplit(':').next().unwrap_or("");
-                    let all_same = self
-                        .listen
-                        .iter()
-                        .all(|l| l.addr.ends_with(&format!(":{p}")));
-                    if !all_same {
-                        report.approximated(
-                            &rc.src,
-                            &what,
-                            "Tessera's socket matcher compares the connection's local address, which a wildcard listener does not give; the test is taken as true",
-                        );
-                    } else {
-                        report.translated(&rc.src, &what, format!("listen \"{addr}\""));
-                    }
-                    Cond::True
-                } else {
+                };
+                if self.listen.len() == 1 {
                     report.translated(
                         &rc.src,
                         &what,
-                        format!("rule match = {{ socket = \"{addr}\" }}"),
+                        format!("listen \"{addr}\" (the only listener)"),
                     );
-                    Cond::Match(V::tab1("socket", V::s(addr)))
-                };
-                wrap(c)
+                    return if neg { Cond::False } else { Cond::True };
+                }
+                report.translated(
+                    &rc.src,
+                    &what,
+                    format!("rule match = {{ socket = \"{addr}\" }}"),
+                );
+                wrap(Cond::Match(V::tab1("socket", V::s(addr))))
             }
             _ => {
                 report.dropped(
@@ -1927,6 +1929,63 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             true
         }
     });
+    // A host test met only inside $SERVER["socket"] blocks is a vhost for
+    // those listeners (vhost `listen`); elsewhere its host goes to the other
+    // vhosts, as in lighttpd. Where the sockets cannot be told (a socket
+    // test under `!=` or an `else`), the vhost is not written rather than
+    // served on every port.
+    let mut vhost_listen: HashMap<HostTest, Vec<String>> = HashMap::new();
+    tests.retain(|t| {
+        let with: Vec<usize> = (0..parsed.contexts.len())
+            .filter(|&i| {
+                let mut ts = Vec::new();
+                blocks[i + 1].cond.host_tests(&mut ts);
+                ts.contains(t)
+            })
+            .collect();
+        if !with.iter().all(|&i| blocks[i + 1].cond.has_matcher("socket")) {
+            return true;
+        }
+        let mut addrs: Vec<String> = Vec::new();
+        let mut told = true;
+        for &i in &with {
+            match blocks[i + 1].cond.required_matchers("socket") {
+                Some(v) if !v.is_empty() => {
+                    for a in v.iter().filter_map(V::as_str) {
+                        if !addrs.iter().any(|x| x == a) {
+                            addrs.push(a.to_owned());
+                        }
+                    }
+                }
+                _ => told = false,
+            }
+        }
+        for &i in &with {
+            let Some(rc) = &parsed.contexts[i].cond else {
+                continue;
+            };
+            if told {
+                report.translated(
+                    &rc.src,
+                    &rc.show(),
+                    format!("vhost \"{}\" listen = {addrs:?} (only on those listeners)", t.server_name()),
+                );
+            } else {
+                report.dropped(
+                    &rc.src,
+                    &rc.show(),
+                    format!(
+                        "a vhost for \"{}\" on some listeners only, which a $SERVER[\"socket\"] test under != or else does not name: not imported (nor served on any port), rather than served on every one",
+                        t.server_name()
+                    ),
+                );
+            }
+        }
+        if told {
+            vhost_listen.insert(t.clone(), addrs);
+        }
+        told
+    });
     let regex_index = |t: &HostTest| tests.iter().position(|x| x == t);
     let mut out = Output {
         header: vec![format!("Files read: {}.", parsed.files.join(", "))],
@@ -1969,11 +2028,23 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
                 }
             }
         };
+        let listen = own
+            .as_ref()
+            .and_then(|t| vhost_listen.get(t))
+            .cloned()
+            .unwrap_or_default();
         let vblocks: Vec<Block> = blocks
             .iter()
-            .map(|b| Block {
-                cond: b.cond.simplify(&eval),
-                ..b.clone()
+            .map(|b| {
+                // A vhost on one listener knows its socket tests' answers.
+                let cond = match listen.as_slice() {
+                    [one] => b.cond.decide_matcher("socket", &V::s(one.clone())),
+                    _ => b.cond.clone(),
+                };
+                Block {
+                    cond: cond.simplify(&eval),
+                    ..b.clone()
+                }
             })
             .collect();
         let vname = own
@@ -2053,6 +2124,7 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
                 comment,
                 names: own.iter().map(HostTest::server_name).collect(),
                 default: own.is_none(),
+                listen,
                 document_root: root,
                 document_root_src: root_src,
                 resolved,
@@ -2167,6 +2239,52 @@ mod tests {
             "{r}"
         );
         assert!(e[0].src.line == 2, "{r}");
+    }
+
+    /// Issue 11 #3: what a `$SERVER["socket"]` block holds applies on that
+    /// listener only: a host block becomes a vhost with `listen`, other
+    /// options rules matching the socket (a wildcard one too).
+    #[test]
+    fn socket_blocks_apply_to_their_listener_only() {
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/\"\n",
+            "server.port = 8080\n",
+            "server.modules = ( \"mod_setenv\" )\n",
+            "$SERVER[\"socket\"] == \":8443\" {\n",
+            "  setenv.add-response-header = ( \"X-Port\" => \"admin\" )\n",
+            "  $HTTP[\"host\"] == \"admin.example\" {\n",
+            "    server.document-root = \"/tmp\"\n",
+            "  }\n",
+            "}\n",
+            "$SERVER[\"socket\"] != \":8443\" {\n",
+            "  $HTTP[\"host\"] == \"other.example\" { server.document-root = \"/tmp\" }\n",
+            "}\n",
+        ));
+        let v: toml::Table = toml::from_str(&t).unwrap();
+        let vh = v["vhost"].as_array().unwrap();
+        let admin = vh
+            .iter()
+            .find(|x| {
+                x["server-names"]
+                    .as_array()
+                    .and_then(|a| a.first())
+                    .and_then(|n| n.as_str())
+                    == Some("admin.example")
+            })
+            .unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(
+            admin["listen"].as_array().unwrap()[0].as_str(),
+            Some("0.0.0.0:8443")
+        );
+        assert_eq!(admin["document-root"].as_str(), Some("/tmp"), "{t}");
+        // In the default vhost the header is a rule on the wildcard socket.
+        assert!(t.contains(r#"match = { socket = "0.0.0.0:8443" }"#), "{t}");
+        assert!(!t.contains("server-names = [\"other.example\"]"), "{t}");
+        assert!(
+            r.find("other.example")
+                .any(|e| e.outcome == crate::Outcome::Dropped),
+            "{r}"
+        );
     }
 
     #[test]
