@@ -165,6 +165,9 @@ fn summary(cfg: &Config) -> String {
             let l: Vec<String> = v.listen.iter().map(ToString::to_string).collect();
             let _ = writeln!(s, "  only on listeners: {}", l.join(", "));
         }
+        if v.names_see_port {
+            let _ = writeln!(s, "  names see the port");
+        }
         let _ = writeln!(s, "  pipeline: {}", base.join(" -> "));
         for (i, r) in v.pipeline.rules.iter().enumerate() {
             let mods: Vec<&str> = v

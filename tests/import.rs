@@ -323,6 +323,12 @@ fn same(what: &str, l: &Response, t: &Response, http10: bool) -> Vec<String> {
     if (200..300).contains(&l.status) {
         d(
             &mut diffs,
+            "body",
+            String::from_utf8_lossy(&l.body).into_owned(),
+            String::from_utf8_lossy(&t.body).into_owned(),
+        );
+        d(
+            &mut diffs,
             "content-type",
             format!("{:?}", norm_type(l.header("content-type"))),
             format!("{:?}", norm_type(t.header("content-type"))),
@@ -387,29 +393,65 @@ fn import_on_any_port(source: &str, conf: &Path, dir: &Path) -> (toml::Table, St
 
 /// Starts lighttpd on `conf_text` (with `PORT` replaced), imports it, starts
 /// Tessera on the import, and compares the answers to every (host, path).
+///
+/// A configuration naming `PORT2` (a second listener, `$SERVER["socket"] ==
+/// "127.0.0.1:PORT2"`) gets two free ports; Tessera then listens on two
+/// other free ports in their place (the import's addresses renamed, socket
+/// matchers and vhost `listen` included), and every request goes to both.
 fn compare(dir: &TempDir, conf_text: &str, requests: &[(&str, &str)]) {
     let port = free_port();
+    let port2 = conf_text.contains("PORT2").then(free_port);
     let conf = dir.write(
         "lighttpd.conf",
-        conf_text.replace("PORT", &port.to_string()),
+        conf_text
+            .replace("PORT2", &port2.unwrap_or(0).to_string())
+            .replace("PORT", &port.to_string()),
     );
     let (tv, imported, report) = import_on_any_port("lighttpd", &conf, dir.path());
     let l = start_lighttpd(&conf, port, dir.path());
-    let t = Server::start(&toml::to_string(&tv).unwrap(), |_| {});
+    let (_server, pairs) = match port2 {
+        None => {
+            let t = Server::start(&toml::to_string(&tv).unwrap(), |_| {});
+            let a = t.addr;
+            (t, vec![(l.addr, a)])
+        }
+        Some(p2) => {
+            let (t1, t2) = (free_port(), free_port());
+            let text = imported
+                .replace(
+                    &format!("\"127.0.0.1:{port}\""),
+                    &format!("\"127.0.0.1:{t1}\""),
+                )
+                .replace(
+                    &format!("\"127.0.0.1:{p2}\""),
+                    &format!("\"127.0.0.1:{t2}\""),
+                );
+            let t = Server::start(&text, |_| {});
+            assert_eq!(t.addr.port(), t1, "{text}");
+            let at = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
+            (t, vec![(l.addr, at(t1)), (at(p2), at(t2))])
+        }
+    };
     let mut diffs = Vec::new();
     for (host, path) in requests {
-        for http10 in [false, true] {
-            let what = format!("{host} {path} HTTP/{}", if http10 { "1.0" } else { "1.1" });
-            let a = send(l.addr, path, host, http10);
-            let b = send(t.addr, path, host, http10);
-            let mut d = same(&what, &a, &b, http10);
-            // The difference the README's migration guide lists, checked to
-            // be exactly that: lighttpd's url.access-deny 403 carries no
-            // setenv headers (Tessera's headers module runs on every response).
-            if a.status == 403 && b.status == 403 && x_headers(&a).is_empty() {
-                d.retain(|x| !x.contains(": x-headers:"));
+        for (n, &(la, ta)) in pairs.iter().enumerate() {
+            for http10 in [false, true] {
+                let what = format!(
+                    "{host} {path} HTTP/{}{}",
+                    if http10 { "1.0" } else { "1.1" },
+                    if n == 0 { "" } else { " (second listener)" }
+                );
+                let a = send(la, path, host, http10);
+                let b = send(ta, path, host, http10);
+                let mut d = same(&what, &a, &b, http10);
+                // The difference the README's migration guide lists, checked to
+                // be exactly that: lighttpd's url.access-deny 403 carries no
+                // setenv headers (Tessera's headers module runs on every response).
+                if a.status == 403 && b.status == 403 && x_headers(&a).is_empty() {
+                    d.retain(|x| !x.contains(": x-headers:"));
+                }
+                diffs.extend(d);
             }
-            diffs.extend(d);
         }
     }
     assert!(
@@ -419,10 +461,20 @@ fn compare(dir: &TempDir, conf_text: &str, requests: &[(&str, &str)]) {
     );
 }
 
+/// The first lines of an equivalence test's lighttpd configuration:
+/// `var.root` (the test directory), the document root `root + "/www"`, port
+/// `PORT` on 127.0.0.1, the user, and `server.modules` with `modules`.
+fn equiv_head(dir: &TempDir, modules: &str) -> String {
+    format!(
+        "var.root = \"{}\"\nserver.document-root = root + \"/www\"\nserver.port = PORT\nserver.bind = \"127.0.0.1\"\n{}server.modules = ( {modules} )",
+        dir.path().display(),
+        unprivileged()
+    )
+}
+
 #[test]
 fn imported_lighttpd_configuration_behaves_like_lighttpd() {
     let dir = TempDir::new("equiv");
-    let root = dir.path().display().to_string();
     dir.write("www/index.html", "<h1>one</h1>\n");
     dir.write("www/style.css", "body { color: black }\n");
     dir.write("www/img/a.png", "PNG");
@@ -434,12 +486,7 @@ fn imported_lighttpd_configuration_behaves_like_lighttpd() {
     dir.write("www2/style.css", "p {}\n");
     dir.write("www2/admin/x.txt", "two admin\n");
     let conf = format!(
-        r#"
-var.root = "{root}"
-server.document-root = root + "/www"
-server.port = PORT
-server.bind = "127.0.0.1"
-{user}server.modules = ( "mod_access", "mod_setenv", "mod_expire", "mod_redirect", "mod_rewrite" )
+        r#"{head}
 index-file.names = ( "index.html" )
 mimetype.assign = (
   ".html" => "text/html",
@@ -479,7 +526,10 @@ $HTTP["remoteip"] == "127.0.0.1" {{
 url.redirect = ( "^/old/(.*)$" => "/new/$1" )
 url.rewrite-once = ( "^/latest/(.*)$" => "/docs/$1" )
 "#,
-        user = unprivileged()
+        head = equiv_head(
+            &dir,
+            r#""mod_access", "mod_setenv", "mod_expire", "mod_redirect", "mod_rewrite""#
+        )
     );
     let mut requests = Vec::new();
     for host in ["site.test", "two.test"] {
@@ -496,6 +546,67 @@ url.rewrite-once = ( "^/latest/(.*)$" => "/docs/$1" )
             "/secret.inc",
             "/missing.html",
         ] {
+            requests.push((host, path));
+        }
+    }
+    compare(&dir, &conf, &requests);
+}
+
+/// Issue 11 #3: what a `$SERVER["socket"]` block holds applies on that
+/// listener only, in lighttpd and in the import (a host block in it becomes a
+/// vhost with `listen`); Host headers with ports get lighttpd's answers.
+#[test]
+fn socket_blocks_and_host_ports_behave_like_lighttpd() {
+    let dir = TempDir::new("equiv-socket");
+    for d in ["www", "admin", "ported", "suffix", "regex"] {
+        dir.write(&format!("{d}/index.html"), format!("<h1>{d}</h1>\n"));
+        dir.write(&format!("{d}/a.txt"), format!("{d} a\n"));
+    }
+    std::fs::remove_file(dir.path().join("ported/a.txt")).unwrap();
+    let conf = format!(
+        r#"{head}
+mimetype.assign = ( ".html" => "text/html", ".txt" => "text/plain" )
+$SERVER["socket"] == "127.0.0.1:PORT2" {{
+  setenv.add-response-header = ( "X-Listener" => "second" )
+  $HTTP["host"] == "admin.test" {{
+    server.document-root = root + "/admin"
+  }}
+}}
+$HTTP["host"] == "ported.test:8080" {{
+  server.document-root = root + "/ported"
+}}
+$HTTP["host"] =$ ".suffix.test" {{
+  server.document-root = root + "/suffix"
+}}
+$HTTP["host"] =~ "^(www\.)?regex\.test$" {{
+  server.document-root = root + "/regex"
+}}
+$HTTP["host"] == "main.test" {{
+  setenv.add-response-header = ( "X-Main" => "1" )
+}}
+$HTTP["host"] =$ "main.test" {{
+  setenv.add-response-header = ( "X-Main-Suffix" => "1" )
+}}
+"#,
+        head = equiv_head(&dir, r#""mod_setenv""#)
+    );
+    let mut requests = Vec::new();
+    for host in [
+        "admin.test",
+        "admin.test:8443",
+        "main.test",
+        "main.test:8080",
+        "main.test:80",
+        "ported.test",
+        "ported.test:8080",
+        "ported.test:9090",
+        "ported.test:80",
+        "a.suffix.test",
+        "a.suffix.test:8080",
+        "regex.test",
+        "www.regex.test:8080",
+    ] {
+        for path in ["/", "/a.txt"] {
             requests.push((host, path));
         }
     }

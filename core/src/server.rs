@@ -396,7 +396,11 @@ fn may_block(cfg: &Config, req: &HttpRequest) -> bool {
     cfg.vhosts.any_may_block()
         && cfg
             .vhosts
-            .select_on(request_host(req), Some(req.app_config().local_addr()))
+            .select_on(
+                request_host(req),
+                Some(req.app_config().local_addr()),
+                req.app_config().secure(),
+            )
             .pipeline
             .may_block
 }
@@ -570,6 +574,7 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
             request_host(req)
         },
         Some(req.app_config().local_addr()),
+        req.app_config().secure(),
     );
     let mut early = early;
     if early.is_none() && vhost.https_redirect && !req.app_config().secure() {

@@ -167,6 +167,7 @@ enum VhostKey {
     TlsKey,
     HttpsRedirect,
     Listen,
+    NamesSeePort,
 }
 
 /// A loaded, validated configuration, immutable while it serves.
@@ -572,6 +573,12 @@ fn build_vhost(
         file,
         vhost: Some(label.clone()),
     };
+    let names_see_port = match table.get("names-see-port") {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| e.at("names-see-port", "must be true or false"))?,
+    };
     for n in &names {
         if let Some(re) = n.strip_prefix('~') {
             if let Err(err) = fancy_regex::Regex::new(re) {
@@ -590,10 +597,15 @@ fn build_vhost(
             .or_else(|| n.strip_prefix('.'))
             .unwrap_or(n);
         let has_port = crate::vhost::strip_port(bare).len() != bare.len();
-        if bare.is_empty() || bare.contains('*') || !crate::vhost::valid_host(bare) || has_port {
+        let port_ok = names_see_port && !n.starts_with('*') && !n.starts_with('.');
+        if bare.is_empty()
+            || bare.contains('*')
+            || !crate::vhost::valid_host(bare)
+            || (has_port && !port_ok)
+        {
             return Err(e.at(
                 "server-names",
-                format!("\"{n}\" is not a host name, `*.suffix`, `.suffix` or `~regex` (no port)"),
+                format!("\"{n}\" is not a host name, `*.suffix`, `.suffix` or `~regex` (no port; `host:port` with names-see-port)"),
             ));
         }
     }
@@ -632,6 +644,7 @@ fn build_vhost(
                 https_redirect = val.as_bool().ok_or_else(|| e.at("https-redirect", "must be true or false"))?;
             }
             Ok(VhostKey::Listen) => listen = listen_restriction(val, &e)?,
+            Ok(VhostKey::NamesSeePort) => {}
             Ok(VhostKey::Rule) => {
                 rules_value = val
                     .as_array()
@@ -642,7 +655,7 @@ fn build_vhost(
                 return Err(e.at(
                     k.as_str(),
                     format!(
-                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect, listen; modules: {})",
+                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect, listen, names-see-port; modules: {})",
                         registry.names().join(", ")
                     ),
                 ))
@@ -811,6 +824,7 @@ fn build_vhost(
             counters: crate::stats::global().vhost(&label),
             https_redirect,
             listen: listen.into(),
+            names_see_port,
             label,
             pipeline: Pipeline::new(rules, slots),
         },

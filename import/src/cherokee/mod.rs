@@ -1193,6 +1193,7 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             names: vs.names.clone(),
             default: vs.num == default_num,
             listen: Vec::new(),
+            names_see_port: false,
             document_root: root,
             document_root_src: root_src,
             resolved,

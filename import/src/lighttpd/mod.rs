@@ -269,6 +269,33 @@ fn regex_ok(r: &str) -> Result<(), String> {
         .map_err(|e| e.to_string().replace('\n', " "))
 }
 
+/// The test lighttpd (1.4.65+, `configparser_simplify_regex`) makes of a
+/// `=~` regex: `^x$` is `==`, `^x` is `=^`, `x$` and `\.x$` are `=$`, only
+/// when the rest has none of `\^$.|?*+()[]{}` (so `^www\.a\.com$` stays a
+/// regex). For hosts this matters: `==` ignores the port, a regex sees it.
+fn simplified_regex(r: &str) -> Option<(CondOp, String)> {
+    let b = r.as_bytes();
+    let (op, off, end) = if b.last() == Some(&b'$') {
+        if r.starts_with("\\.") {
+            (CondOp::Suffix, 2, b.len() - 1)
+        } else if r.starts_with('^') {
+            (CondOp::Eq, 1, b.len() - 1)
+        } else {
+            (CondOp::Suffix, 0, b.len() - 1)
+        }
+    } else if r.starts_with('^') {
+        (CondOp::Prefix, 1, b.len())
+    } else {
+        return None;
+    };
+    if off > end || r[off..end].contains(|c| "\\^$.|?*+()[]{}".contains(c)) {
+        return None;
+    }
+    // lighttpd removes only the first character (`\.ext` keeps its dot).
+    let start = usize::from(off > 0);
+    Some((op, r[start..end].to_owned()))
+}
+
 /// `^literal$`, `^literal` and `literal$` as lighttpd 1.4.65+ simplifies them
 /// (only when the rest has no regex metacharacters; `\.` is a literal dot).
 fn literal_regex(r: &str) -> Option<(bool, bool, String)> {
@@ -443,41 +470,30 @@ impl Tr<'_> {
             ("HTTP", "host") => {
                 let lower = v.to_ascii_lowercase();
                 let test = match rc.op {
-                    CondOp::Eq | CondOp::Ne => {
-                        let h = crate::strip_port(&lower);
-                        if h.len() != lower.len() {
-                            report.approximated(
-                                &rc.src,
-                                &what,
-                                "the port is ignored: Tessera's vhosts match host names without ports",
-                            );
-                        }
-                        HostTest::Exact(h.to_owned())
-                    }
+                    CondOp::Eq | CondOp::Ne => HostTest::Exact(lower),
                     CondOp::Prefix => HostTest::Prefix(lower),
                     CondOp::Suffix => HostTest::Suffix(lower),
+                    // lighttpd simplifies =~ only (not !~).
                     CondOp::Re | CondOp::NotRe => {
-                        if let Err(e) = regex_ok(v) {
-                            report.dropped(
-                                &rc.src,
-                                &what,
-                                format!(
-                                    "invalid regular expression ({e}); the block never applies"
-                                ),
-                            );
-                            return Cond::False;
-                        }
-                        match literal_regex(v) {
-                            Some((true, true, l)) => HostTest::Exact(l.to_ascii_lowercase()),
-                            Some((true, false, l)) => HostTest::Prefix(l.to_ascii_lowercase()),
-                            Some((false, true, l)) => HostTest::Suffix(l.to_ascii_lowercase()),
-                            _ => {
-                                if v.ends_with('$') {
-                                    report.approximated(
+                        match simplified_regex(v).filter(|_| rc.op == CondOp::Re) {
+                            Some((op, l)) => {
+                                let l = l.to_ascii_lowercase();
+                                match op {
+                                    CondOp::Eq => HostTest::Exact(l),
+                                    CondOp::Prefix => HostTest::Prefix(l),
+                                    _ => HostTest::Suffix(l),
+                                }
+                            }
+                            None => {
+                                if let Err(e) = regex_ok(v) {
+                                    report.dropped(
                                         &rc.src,
                                         &what,
-                                        "Tessera tests host regexes without the port (lighttpd includes a port the client sent)",
+                                        format!(
+                                        "invalid regular expression ({e}); the block never applies"
+                                    ),
                                     );
+                                    return Cond::False;
                                 }
                                 HostTest::Regex(v.to_owned())
                             }
@@ -487,7 +503,15 @@ impl Tr<'_> {
                 report.translated(
                     &rc.src,
                     &what,
-                    format!("vhost server-names = [\"{}\"]", test.server_name()),
+                    format!(
+                        "vhost server-names = {:?}{}",
+                        test.server_names(),
+                        if test.sees_port() {
+                            ", names-see-port = true (the test sees the port the client sent, as in lighttpd)"
+                        } else {
+                            ""
+                        }
+                    ),
                 );
                 wrap(Cond::Host(test))
             }
@@ -1998,7 +2022,22 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
         let eval = |t: &HostTest| -> Option<bool> {
             match &own {
                 None => Some(false),
-                Some(HostTest::Exact(h)) => Some(t.eval(h)),
+                // The authorities this vhost gets: the name without port or
+                // with any port (with one port for `== "h:8080"`): the test
+                // is decided when it gives all of them the same answer.
+                Some(HostTest::Exact(h)) => {
+                    let name = crate::strip_port(h);
+                    let ported: Vec<String> = if name.len() == h.len() {
+                        vec![format!("{h}:1"), format!("{h}:80"), format!("{h}:65535")]
+                    } else {
+                        vec![h.clone()]
+                    };
+                    let first = t.eval_authority(name);
+                    ported
+                        .iter()
+                        .all(|a| t.eval_authority(a) == first)
+                        .then_some(first)
+                }
                 Some(v) => {
                     if t == v {
                         return Some(true);
@@ -2122,9 +2161,18 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             own.clone(),
             VhostOut {
                 comment,
-                names: own.iter().map(HostTest::server_name).collect(),
+                // `== "h:8080"` also claims `h`, unless a `== "h"` vhost does.
+                names: own
+                    .iter()
+                    .flat_map(HostTest::server_names)
+                    .filter(|n| {
+                        own.as_ref().is_some_and(|o| &o.server_name() == n)
+                            || !tests.iter().any(|t| &t.server_name() == n)
+                    })
+                    .collect(),
                 default: own.is_none(),
                 listen,
+                names_see_port: own.as_ref().is_some_and(HostTest::sees_port),
                 document_root: root,
                 document_root_src: root_src,
                 resolved,
