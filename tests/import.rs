@@ -482,6 +482,9 @@ fn imported_lighttpd_configuration_behaves_like_lighttpd() {
     dir.write("www/admin/index.html", "<p>admin</p>\n");
     dir.write("www/docs/a.txt", "docs\n");
     dir.write("www/secret.inc", "secret\n");
+    // Not in mimetype.assign: lighttpd sends application/octet-stream.
+    dir.write("www/data.json", "{}\n");
+    dir.write("www/logo.svg", "<svg/>\n");
     dir.write("www2/index.html", "<h1>two</h1>\n");
     dir.write("www2/style.css", "p {}\n");
     dir.write("www2/admin/x.txt", "two admin\n");
@@ -545,6 +548,8 @@ url.rewrite-once = ( "^/latest/(.*)$" => "/docs/$1" )
             "/old/page?x=1",
             "/secret.inc",
             "/missing.html",
+            "/data.json",
+            "/logo.svg",
         ] {
             requests.push((host, path));
         }

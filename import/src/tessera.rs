@@ -335,9 +335,10 @@ fn is_text(t: &str) -> bool {
 }
 
 /// Extensions of files most web sites serve (pages, styles, scripts, data,
-/// images, fonts, media, archives). An imported `mimetype.assign` that leaves
-/// one out is reported: lighttpd sends `application/octet-stream` for it,
-/// Tessera its built-in type. Rarer extensions are not checked.
+/// images, fonts, media, archives). One that an imported `mimetype.assign`
+/// leaves out is written into `mime-types` with the type lighttpd sends for it
+/// (the `""` default, else `application/octet-stream`) instead of Tessera's
+/// built-in type. Rarer extensions keep Tessera's types.
 pub const WEB_EXTENSIONS: &[&str] = &[
     "html", "htm", "css", "js", "mjs", "json", "xml", "txt", "csv", "svg", "png", "jpg", "jpeg",
     "gif", "webp", "avif", "ico", "woff", "woff2", "ttf", "otf", "pdf", "zip", "gz", "tar", "mp4",

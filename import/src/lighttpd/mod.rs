@@ -1545,10 +1545,15 @@ impl Tr<'_> {
             }
             out.push((ext, V::s(t)));
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        // lighttpd sends application/octet-stream for every extension the
-        // list does not name; Tessera would send its built-in type, which also
-        // changes which expires mime-types entries apply.
+        // lighttpd sends its default ("" entry, else application/octet-stream)
+        // for every extension the list does not name; Tessera would send its
+        // built-in type, which also changes which expires mime-types entries
+        // apply. The common web extensions are written with lighttpd's type.
+        let default_type = val
+            .as_pairs()
+            .iter()
+            .find(|(k, _)| k.is_empty())
+            .map_or_else(|| "application/octet-stream".to_owned(), |(_, t)| t.clone());
         let listed: Vec<String> = val
             .as_pairs()
             .iter()
@@ -1558,20 +1563,26 @@ impl Tr<'_> {
             .iter()
             .copied()
             .filter(|e| !listed.iter().any(|l| l == e))
-            .filter(|e| normalize_mime(&builtin_mime(e)) != "application/octet-stream")
+            .filter(|e| normalize_mime(&builtin_mime(e)) != normalize_mime(&default_type))
             .collect();
         if !unlisted.is_empty() {
-            report.approximated(
+            out.extend(
+                unlisted
+                    .iter()
+                    .map(|e| ((*e).to_owned(), V::s(&default_type))),
+            );
+            report.translated(
                 src,
                 "mimetype.assign",
                 format!(
-                    "extensions it does not list ({}) are application/octet-stream in lighttpd but get Tessera's built-in types (e.g. .{} is {}), which expires mime-types rules then see; list them in static-file mime-types as application/octet-stream to keep lighttpd's answers",
+                    "the common extensions it does not list ({}) are written as {default_type}, which lighttpd sends for them (Tessera's built-in types would differ, e.g. .{} is {}); rarer extensions it does not list get Tessera's built-in types",
                     unlisted.join(" "),
                     unlisted[0],
                     builtin_mime(unlisted[0])
                 ),
             );
         }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         report.translated(
             src,
             "mimetype.assign",
@@ -2271,22 +2282,38 @@ mod tests {
         assert!(r.find("hidden-files = true").count() == 1, "{r}");
     }
 
-    /// Issue 11 #7: a `mimetype.assign` that leaves out common extensions is
-    /// an approximation naming them (lighttpd sends application/octet-stream).
+    /// Issue 11 #7: the common extensions a `mimetype.assign` leaves out get
+    /// lighttpd's type for them (its "" default, else
+    /// application/octet-stream), and the report names them.
     #[test]
-    fn partial_mimetype_assign_is_reported() {
-        let (_, r) = imp(concat!(
-            "server.document-root = \"/\"\n",
-            "mimetype.assign = ( \".html\" => \"text/html\", \".css\" => \"text/css\" )\n",
-        ));
-        let e: Vec<_> = r.find("application/octet-stream in lighttpd").collect();
+    fn partial_mimetype_assign_keeps_lighttpds_default() {
+        // The default vhost's static-file mime-types for a mimetype.assign.
+        let mimes = |assign: &str| {
+            let (t, r) = imp(&format!(
+                "server.document-root = \"/\"\nmimetype.assign = ( {assign} )\n"
+            ));
+            let v: toml::Table = toml::from_str(&t).unwrap();
+            let m = v["vhost"][0]["static-file"]["mime-types"].clone();
+            (m.as_table().unwrap().clone(), r)
+        };
+        let (m, r) = mimes(r#"".html" => "text/html", ".css" => "text/css""#);
+        assert_eq!(
+            m["json"].as_str(),
+            Some("application/octet-stream"),
+            "{m:?}"
+        );
+        assert_eq!(m["png"].as_str(), Some("application/octet-stream"), "{m:?}");
+        assert_eq!(m["css"].as_str(), Some("text/css"), "{m:?}");
+        let e: Vec<_> = r.find("which lighttpd sends for them").collect();
         assert_eq!(e.len(), 1, "{r}");
-        assert_eq!(e[0].outcome, crate::Outcome::Approximated);
         assert!(
             e[0].message.contains(" json ") && !e[0].message.contains(" css "),
             "{r}"
         );
-        assert!(e[0].src.line == 2, "{r}");
+        assert_eq!(e[0].src.line, 2, "{r}");
+        // With a "" default, that type.
+        let (m, _) = mimes(r#"".html" => "text/html", "" => "text/plain""#);
+        assert_eq!(m["json"].as_str(), Some("text/plain"), "{m:?}");
     }
 
     /// Issue 11 #3: what a `$SERVER["socket"]` block holds applies on that
