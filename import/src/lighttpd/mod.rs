@@ -2362,6 +2362,21 @@ mod tests {
         );
     }
 
+    /// lighttpd 1.4.65+ turns a `=~` into `==`, `=^` or `=$` only when the
+    /// rest has no regex character, a leading `\.` excepted.
+    #[test]
+    fn regexes_simplified_as_lighttpd_does() {
+        let s = |r: &str| simplified_regex(r).map(|(op, v)| (format!("{op:?}"), v));
+        assert_eq!(s("^localhost$"), Some(("Eq".into(), "localhost".into())));
+        assert_eq!(s("^/img/"), Some(("Prefix".into(), "/img/".into())));
+        assert_eq!(s("\\.png$"), Some(("Suffix".into(), ".png".into())));
+        assert_eq!(s("example$"), Some(("Suffix".into(), "example".into())));
+        assert_eq!(s("^www\\.a\\.com$"), None);
+        assert_eq!(s("^a.com$"), None);
+        assert_eq!(s("^(www\\.)?a$"), None);
+        assert_eq!(s("a"), None);
+    }
+
     #[test]
     fn idle_timeouts_become_server_timeouts() {
         let (t, _) = imp(concat!(
