@@ -44,8 +44,12 @@ struct ImportArgs {
     /// Its main configuration file (/etc/lighttpd/lighttpd.conf, /etc/cherokee/cherokee.conf).
     file: PathBuf,
     /// Write the TOML here (default: standard output, with the report on standard error).
+    /// An existing file is refused (exit 2, left untouched) unless --force is given.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+    /// With -o: replace OUT if it exists.
+    #[arg(long, requires = "output")]
+    force: bool,
     /// Only print the report; write nothing.
     #[arg(long)]
     check: bool,
@@ -79,6 +83,32 @@ fn out(text: &str) -> bool {
     }
 }
 
+/// Writes the imported TOML to `out`. Without `force`, an existing file is an
+/// error and is left untouched (the file is created with `O_EXCL`, so a file
+/// that appears meanwhile is not replaced either).
+fn write_output(out: &std::path::Path, toml: &str, force: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true);
+    if force {
+        o.create(true).truncate(true);
+    } else {
+        o.create_new(true);
+    }
+    let mut f = o.open(out).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            anyhow::anyhow!(
+                "{}: the file exists and was not changed; write to a new file, or add --force to replace it",
+                out.display()
+            )
+        } else {
+            anyhow::anyhow!("{}: {e}", out.display())
+        }
+    })?;
+    f.write_all(toml.as_bytes())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))
+}
+
 /// `tessera import`: 0 clean, 1 with warnings, 2 failed.
 fn run_import(args: &ImportArgs) -> ExitCode {
     let source = match args.source {
@@ -98,8 +128,7 @@ fn run_import(args: &ImportArgs) -> ExitCode {
     if args.check {
         out(&imported.report.to_string());
     } else if let Some(out) = &args.output {
-        let written = std::fs::write(out, &imported.toml)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()));
+        let written = write_output(out, &imported.toml, args.force);
         if let Err(e) = written {
             eprintln!("tessera import: {e:#}");
             return ExitCode::from(2);
@@ -155,6 +184,13 @@ fn summary(cfg: &Config) -> String {
             .filter(|sl| sl.vhost_instance.is_some())
             .map(|sl| sl.name.as_str())
             .collect();
+        if !v.listen.is_empty() {
+            let l: Vec<String> = v.listen.iter().map(ToString::to_string).collect();
+            let _ = writeln!(s, "  only on listeners: {}", l.join(", "));
+        }
+        if v.names_see_port {
+            let _ = writeln!(s, "  names see the port");
+        }
         let _ = writeln!(s, "  pipeline: {}", base.join(" -> "));
         for (i, r) in v.pipeline.rules.iter().enumerate() {
             let mods: Vec<&str> = v

@@ -201,3 +201,22 @@ format = "%v %U"
     );
     assert!(text.lines().any(|l| l == "b.test /19"));
 }
+
+/// Issue 11 #11: `%{combined}` inserts the Combined fields before more
+/// directives (the request-id note is `-` without the plugin).
+#[test]
+fn combined_expands_among_other_directives() {
+    let s = log_server("%{combined} %{request-id}n");
+    let r = s.req("GET", "/index.html", &["User-Agent: t/1"]);
+    assert_eq!(r.status, 200);
+    let lines = stop_and_read(s);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        regex_lite(lines[0].strip_suffix(" -").unwrap()),
+        "{lines:?}"
+    );
+    assert!(
+        lines[0].contains("\"GET /index.html HTTP/1.1\" 200 10 \"-\" \"t/1\" -"),
+        "{lines:?}"
+    );
+}

@@ -285,3 +285,49 @@ fn check_into_a_closed_pipe_is_quiet() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+/// Issue 11 #11: a format name beside other fields would log the literal
+/// word; it is an error naming file, vhost, key and the fix.
+#[test]
+fn access_log_format_name_must_stand_alone() {
+    let e = error(&site_config(
+        "\"access-log\", \"static-file\"",
+        "[vhost.access-log]\npath = \"logs/a.log\"\nformat = \"combined %{request-id}n\"\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": access-log: format:")
+            && e.contains("\"combined\" is a format name")
+            && e.contains("%{combined}"),
+        "{e}"
+    );
+}
+
+/// A vhost's `listen` names listeners with fixed ports, and the default
+/// vhost (which answers every listener) has none.
+#[test]
+fn vhost_listen_errors() {
+    let e = error(&site_config(
+        "\"static-file\"",
+        "listen = [\"127.0.0.1:0\"]\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": listen[0]: \"127.0.0.1:0\": a listener on port 0"),
+        "{e}"
+    );
+    let e = error(&site_config(
+        "\"static-file\"",
+        "listen = [\"127.0.0.1:8443\"]\n",
+    ));
+    assert!(
+        e.contains("vhost \"site.test\": listen: the default vhost answers on every listener"),
+        "{e}"
+    );
+    let e = error(&site_config(
+        "\"static-file\"",
+        "listen = [\"localhost:8443\"]\n",
+    ));
+    assert!(
+        e.contains("listen[0]: \"localhost:8443\" is not IP:PORT"),
+        "{e}"
+    );
+}

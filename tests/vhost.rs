@@ -133,3 +133,53 @@ modules = ["static-file"]
     assert_eq!(body_for(&s, "Host: app.test"), "D");
     assert_eq!(body_for(&s, "Host: xapp7.test"), "D");
 }
+
+/// Issue 11 #3: a vhost with `listen` answers only on that listener; on the
+/// others its host name goes to the vhosts without `listen` (here the
+/// default), so a site meant for one port is not served on another.
+#[test]
+fn listen_restricts_a_vhost_to_its_listener() {
+    let admin_port = crate::util::free_port();
+    let cfg = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0", "127.0.0.1:{admin_port}"]
+workers = 1
+
+[[vhost]]
+server-names = ["main.test"]
+default = true
+document-root = "m"
+modules = ["static-file"]
+
+[[vhost]]
+server-names = ["admin.test", "*.admin.test"]
+listen = ["127.0.0.1:{admin_port}"]
+document-root = "a"
+modules = ["static-file"]
+"#
+    );
+    let s = Server::start(&cfg, |d| {
+        d.write("m/index.html", "MAIN");
+        d.write("a/index.html", "ADMIN");
+    });
+    assert_ne!(s.addr.port(), admin_port);
+    let on_admin = |host: &str| {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", admin_port)).unwrap();
+        write!(
+            c,
+            "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        c.read_to_end(&mut buf).unwrap();
+        crate::util::Response::parse(&buf, false).text()
+    };
+    assert_eq!(on_admin("admin.test"), "ADMIN");
+    assert_eq!(on_admin("x.admin.test:8443"), "ADMIN");
+    assert_eq!(on_admin("main.test"), "MAIN");
+    assert_eq!(body_for(&s, "Host: admin.test"), "MAIN");
+    assert_eq!(body_for(&s, "Host: x.admin.test"), "MAIN");
+    assert_eq!(body_for(&s, "Host: main.test"), "MAIN");
+}

@@ -458,7 +458,16 @@ impl Drop for Handling {
 
 /// True when the vhost this request goes to has a module with blocking hooks.
 fn may_block(cfg: &Config, req: &HttpRequest) -> bool {
-    cfg.vhosts.any_may_block() && cfg.vhosts.select(request_host(req)).pipeline.may_block
+    cfg.vhosts.any_may_block()
+        && cfg
+            .vhosts
+            .select_on(
+                request_host(req),
+                Some(req.app_config().local_addr()),
+                req.app_config().secure(),
+            )
+            .pipeline
+            .may_block
 }
 
 /// Moves a value between a worker and the blocking pool.
@@ -623,11 +632,15 @@ fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResp
 /// Runs one request through the pipeline of its vhost.
 fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
     let early = protocol_check(req, &cfg.server);
-    let vhost = cfg.vhosts.select(if early.is_some() {
-        None
-    } else {
-        request_host(req)
-    });
+    let vhost = cfg.vhosts.select_on(
+        if early.is_some() {
+            None
+        } else {
+            request_host(req)
+        },
+        Some(req.app_config().local_addr()),
+        req.app_config().secure(),
+    );
     let mut early = early;
     if early.is_none() && vhost.https_redirect && !req.app_config().secure() {
         early = Some(https_redirect(req, &cfg.server));

@@ -54,16 +54,28 @@ pub struct Vhost {
     pub counters: std::sync::Arc<crate::stats::VhostCounters>,
     /// Answer plain-HTTP requests with 301 to `https://` (key `https-redirect`).
     pub https_redirect: bool,
+    /// Key `listen`: the vhost is selected only for connections accepted by
+    /// a listener bound to one of these addresses (lighttpd's
+    /// `$SERVER["socket"]` around a host block); empty: every listener.
+    pub listen: Box<[std::net::SocketAddr]>,
+    /// Key `names-see-port`: the names are compared with the host as sent,
+    /// port included (lighttpd's `$HTTP["host"]` regexes, prefixes and
+    /// suffixes see the port): `h` matches only a Host without port, `h:8080`
+    /// only that port, `*.x` and `~REGEX` see `a.x:8080`.
+    pub names_see_port: bool,
 }
 
 /// All vhosts of a configuration and the lookup tables over their names.
 pub struct VhostTable {
     vhosts: Vec<Vhost>,
     exact: HashMap<Box<str>, usize>,
-    /// (suffix including the leading dot, vhost index), longest suffix first.
-    wildcards: Vec<(Box<str>, usize)>,
-    /// `~REGEX` names, in file order.
-    regexes: Vec<(fancy_regex::Regex, usize)>,
+    /// Exact names of `names-see-port` vhosts, port included if any.
+    exact_port: HashMap<Box<str>, usize>,
+    /// (suffix including the leading dot, vhost index, sees the port),
+    /// longest suffix first.
+    wildcards: Vec<(Box<str>, usize, bool)>,
+    /// `~REGEX` names, in file order, and whether they see the port.
+    regexes: Vec<(fancy_regex::Regex, usize, bool)>,
     default: usize,
 }
 
@@ -76,29 +88,33 @@ impl VhostTable {
     /// lower-case and unique (checked by the configuration loader).
     pub fn new(vhosts: Vec<Vhost>, default: usize) -> Self {
         let mut exact = HashMap::new();
+        let mut exact_port = HashMap::new();
         let mut wildcards = Vec::new();
         let mut regexes = Vec::new();
         for (i, v) in vhosts.iter().enumerate() {
+            let port = v.names_see_port;
+            let ex = if port { &mut exact_port } else { &mut exact };
             for n in &v.info.names {
                 if let Some(re) = n.strip_prefix('~') {
                     // Validated by the configuration loader.
                     if let Ok(r) = fancy_regex::Regex::new(re) {
-                        regexes.push((r, i));
+                        regexes.push((r, i, port));
                     }
                 } else if let Some(suffix) = n.strip_prefix('*') {
-                    wildcards.push((suffix.into(), i));
+                    wildcards.push((suffix.into(), i, port));
                 } else if let Some(base) = n.strip_prefix('.') {
-                    exact.entry(base.into()).or_insert(i);
-                    wildcards.push((n.as_str().into(), i));
+                    ex.entry(base.into()).or_insert(i);
+                    wildcards.push((n.as_str().into(), i, port));
                 } else {
-                    exact.insert(n.as_str().into(), i);
+                    ex.insert(n.as_str().into(), i);
                 }
             }
         }
-        wildcards.sort_by_key(|w: &(Box<str>, usize)| std::cmp::Reverse(w.0.len()));
+        wildcards.sort_by_key(|w: &(Box<str>, usize, bool)| std::cmp::Reverse(w.0.len()));
         VhostTable {
             vhosts,
             exact,
+            exact_port,
             wildcards,
             regexes,
             default,
@@ -120,34 +136,101 @@ impl VhostTable {
         &self.vhosts[self.default]
     }
 
+    /// Whether vhost `i` answers on the listener bound to `listener`.
+    fn listens_on(&self, i: usize, listener: Option<std::net::SocketAddr>) -> bool {
+        let l = &self.vhosts[i].listen;
+        l.is_empty() || listener.is_some_and(|a| l.contains(&a))
+    }
+
     /// Selects the vhost for a host as sent in Host or the request target's
-    /// authority (`Example.COM:8080`, `example.com.`, `[::1]:80`). `None` (no host)
-    /// gives the default vhost.
+    /// authority (`Example.COM:8080`, `example.com.`, `[::1]:80`) with no
+    /// listener known: vhosts with `listen` are passed over. `None` (no host)
+    /// gives the default vhost. See [`VhostTable::select_on`].
     pub fn select(&self, host: Option<&str>) -> &Vhost {
+        self.select_on(host, None, false)
+    }
+
+    /// [`VhostTable::select`] for a connection accepted by the listener bound
+    /// to `listener` (the address as bound: `0.0.0.0:80` for a wildcard
+    /// listener, as lighttpd's `$SERVER["socket"]` names it). A vhost whose
+    /// `listen` does not name that listener is passed over, as if it had no
+    /// names; this costs a comparison per candidate and no allocation.
+    /// `tls`: the connection is TLS, so `:443` (else `:80`) is the default
+    /// port, which `names-see-port` names do not see (lighttpd normalizes
+    /// the host so).
+    pub fn select_on(
+        &self,
+        host: Option<&str>,
+        listener: Option<std::net::SocketAddr>,
+        tls: bool,
+    ) -> &Vhost {
         let Some(host) = host else {
             return self.default_vhost();
         };
-        let name = strip_port(host);
-        let name = name.strip_suffix('.').unwrap_or(name);
+        let stripped = strip_port(host);
+        let name = stripped.strip_suffix('.').unwrap_or(stripped);
         if name.is_empty() || name.len() > MAX_HOST {
             return self.default_vhost();
         }
-        let mut buf = [0u8; MAX_HOST];
-        let lower = &mut buf[..name.len()];
-        lower.copy_from_slice(name.as_bytes());
-        lower.make_ascii_lowercase();
-        // ASCII lower-casing keeps UTF-8 valid.
-        let lower = std::str::from_utf8(lower).unwrap_or("");
-        if let Some(&i) = self.exact.get(lower) {
-            return &self.vhosts[i];
+        // The lower-cased host, then its `:port` as a number without the
+        // scheme's default port (for names-see-port; lighttpd's
+        // http_request_host_normalize): `A.test:080` is `a.test`.
+        let mut buf = [0u8; MAX_HOST + 6];
+        buf[..name.len()].copy_from_slice(name.as_bytes());
+        buf[..name.len()].make_ascii_lowercase();
+        let mut all = name.len();
+        let port = host[stripped.len()..]
+            .strip_prefix(':')
+            .map(str::parse::<u16>);
+        match port {
+            Some(Ok(p)) if p != if tls { 443 } else { 80 } => {
+                buf[all] = b':';
+                all += 1;
+                let mut digits = [0u8; 5];
+                let mut n = 0;
+                let mut v = p;
+                loop {
+                    digits[n] = b'0' + (v % 10) as u8;
+                    n += 1;
+                    v /= 10;
+                    if v == 0 {
+                        break;
+                    }
+                }
+                for d in digits[..n].iter().rev() {
+                    buf[all] = *d;
+                    all += 1;
+                }
+            }
+            // Not a port number: no `names-see-port` name matches.
+            Some(Err(_)) => {
+                buf[all] = b':';
+                all += 1;
+            }
+            _ => {}
         }
-        for (suffix, i) in &self.wildcards {
-            if lower.len() > suffix.len() && lower.ends_with(&**suffix) {
+        // ASCII lower-casing keeps UTF-8 valid; a port is ASCII digits.
+        let full = std::str::from_utf8(&buf[..all]).unwrap_or("");
+        let lower = &full[..name.len().min(full.len())];
+        let seen = |sees_port: bool| if sees_port { full } else { lower };
+        if let Some(&i) = self.exact.get(lower) {
+            if self.listens_on(i, listener) {
+                return &self.vhosts[i];
+            }
+        }
+        if let Some(&i) = self.exact_port.get(full) {
+            if self.listens_on(i, listener) {
+                return &self.vhosts[i];
+            }
+        }
+        for (suffix, i, sees_port) in &self.wildcards {
+            let h = seen(*sees_port);
+            if h.len() > suffix.len() && h.ends_with(&**suffix) && self.listens_on(*i, listener) {
                 return &self.vhosts[*i];
             }
         }
-        for (re, i) in &self.regexes {
-            if re.is_match(lower).unwrap_or(false) {
+        for (re, i, sees_port) in &self.regexes {
+            if self.listens_on(*i, listener) && re.is_match(seen(*sees_port)).unwrap_or(false) {
                 return &self.vhosts[*i];
             }
         }
@@ -249,9 +332,70 @@ mod tests {
                 pipeline: Pipeline::new(vec![], vec![]),
                 counters: Default::default(),
                 https_redirect: false,
+                listen: Box::new([]),
+                names_see_port: false,
             })
             .collect();
         VhostTable::new(vs, default)
+    }
+
+    /// `names-see-port` vhosts compare their names with the port as sent.
+    #[test]
+    fn names_that_see_the_port() {
+        let mut t = table(
+            &[
+                &["default.test"],
+                &["ported.test", "ported.test:8080"],
+                &["*.suffix.test"],
+                &["~^(www\\.)?regex\\.test$"],
+                &["plain.test"],
+            ],
+            0,
+        );
+        for i in 1..4 {
+            t.vhosts[i].names_see_port = true;
+        }
+        let t = VhostTable::new(t.vhosts, 0);
+        let sel = |h: &str| t.select(Some(h)).info.index;
+        assert_eq!(sel("ported.test"), 1);
+        assert_eq!(sel("Ported.Test:8080"), 1);
+        assert_eq!(sel("ported.test.:8080"), 1);
+        assert_eq!(sel("ported.test:9090"), 0);
+        assert_eq!(sel("ported.test:80"), 1);
+        assert_eq!(sel("ported.test:08080"), 1);
+        assert_eq!(
+            t.select_on(Some("ported.test:443"), None, true).info.index,
+            1
+        );
+        assert_eq!(
+            t.select_on(Some("ported.test:443"), None, false).info.index,
+            0
+        );
+        assert_eq!(sel("a.suffix.test"), 2);
+        assert_eq!(sel("a.suffix.test:8080"), 0);
+        assert_eq!(sel("www.regex.test"), 3);
+        assert_eq!(sel("www.regex.test:81"), 0);
+        assert_eq!(sel("plain.test:81"), 4);
+    }
+
+    /// A vhost with `listen` is passed over on other listeners: its names
+    /// then go to the next match, else the default vhost.
+    #[test]
+    fn listen_restricts_a_vhost_to_its_listeners() {
+        let mut t = table(
+            &[&["main.test"], &["admin.test", "*.admin.test"], &["*.test"]],
+            0,
+        );
+        let admin: std::net::SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        let main: std::net::SocketAddr = "0.0.0.0:80".parse().unwrap();
+        t.vhosts[1].listen = Box::new([admin]);
+        let sel = |h: &str, l| t.select_on(Some(h), Some(l), false).info.index;
+        assert_eq!(sel("admin.test", admin), 1);
+        assert_eq!(sel("x.admin.test", admin), 1);
+        assert_eq!(sel("admin.test", main), 2);
+        assert_eq!(sel("x.admin.test:80", main), 2);
+        assert_eq!(sel("main.test", admin), 0);
+        assert_eq!(t.select(Some("admin.test")).info.index, 2);
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub struct VhostOut {
     pub names: Vec<String>,
     /// `default = true`.
     pub default: bool,
+    /// `listen`: the listeners it answers on (empty: every one).
+    pub listen: Vec<String>,
+    /// `names-see-port = true`.
+    pub names_see_port: bool,
     /// `document-root`.
     pub document_root: String,
     /// Where the document root was set.
@@ -205,6 +209,12 @@ pub fn write(out: &Output) -> String {
         );
         if v.default {
             s.push_str("default = true\n");
+        }
+        if v.names_see_port {
+            s.push_str("names-see-port = true\n");
+        }
+        if !v.listen.is_empty() {
+            let _ = writeln!(s, "listen = {}", inline(&V::strs(v.listen.iter().cloned())));
         }
         let _ = writeln!(
             s,

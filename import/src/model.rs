@@ -112,7 +112,8 @@ impl V {
 /// A host test from a lighttpd `$HTTP["host"]` condition, resolved per vhost.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum HostTest {
-    /// `== "h"`: the host (lower-case, without port).
+    /// `== "h"`: the host (lower-case), with the port if the condition
+    /// names one (`h:8080`).
     Exact(String),
     /// `=$ "s"`: the host ends with `s`.
     Suffix(String),
@@ -125,19 +126,58 @@ pub enum HostTest {
 impl HostTest {
     /// Whether `host` (lower-case, without port) passes.
     pub fn eval(&self, host: &str) -> bool {
+        self.eval_authority(host)
+    }
+
+    /// Whether the authority `a` (lower-case host, with the port the client
+    /// sent, if any) passes, as lighttpd decides it (`configfile-glue.c`):
+    /// `==` ignores a port on either side when the other has none (a port
+    /// of at most 5 digits) and compares both when both have one; the other
+    /// tests see the port.
+    pub fn eval_authority(&self, a: &str) -> bool {
         match self {
-            HostTest::Exact(h) => host == h,
-            HostTest::Suffix(s) => host.ends_with(s.as_str()),
-            HostTest::Prefix(p) => host.starts_with(p.as_str()),
+            HostTest::Exact(d) => {
+                let (l, d) = (a.as_bytes(), d.as_bytes());
+                if l.is_empty() || l.len() == d.len() {
+                    l == d
+                } else if l.len() > d.len() {
+                    l[d.len()] == b':' && l.len() - d.len() <= 6 && l.starts_with(d)
+                } else {
+                    d[l.len()] == b':' && d.starts_with(l)
+                }
+            }
+            HostTest::Suffix(s) => a.ends_with(s.as_str()),
+            HostTest::Prefix(p) => a.starts_with(p.as_str()),
             HostTest::Regex(r) => fancy_regex::Regex::new(r)
                 .ok()
-                .and_then(|re| re.is_match(host).ok())
+                .and_then(|re| re.is_match(a).ok())
                 .unwrap_or(false),
         }
     }
 
+    /// Whether Tessera must compare this test's server names with the port
+    /// (vhost `names-see-port`): every test but `==` without a port.
+    pub fn sees_port(&self) -> bool {
+        match self {
+            HostTest::Exact(h) => crate::strip_port(h).len() != h.len(),
+            _ => true,
+        }
+    }
+
+    /// The Tessera server names claiming the hosts this test passes: see
+    /// [`HostTest::server_name`]; `== "h:8080"` also claims `h` without a
+    /// port, as lighttpd matches it.
+    pub fn server_names(&self) -> Vec<String> {
+        match self {
+            HostTest::Exact(h) if self.sees_port() => {
+                vec![crate::strip_port(h).to_owned(), h.clone()]
+            }
+            _ => vec![self.server_name()],
+        }
+    }
+
     /// The Tessera server name claiming the hosts this test passes:
-    /// `h`, `*.suffix`, or `~regex`.
+    /// `h` (`h:port` with a port), `*.suffix`, or `~regex`.
     pub fn server_name(&self) -> String {
         match self {
             HostTest::Exact(h) => h.clone(),
@@ -149,11 +189,21 @@ impl HostTest {
     }
 
     /// A regular expression for the `Host` header passing the same hosts
-    /// (case-insensitive; a port after the name is allowed for `==`).
+    /// (case-insensitive). It sees the port as sent; `:80`, which lighttpd
+    /// normalizes away, is allowed where the test would pass without it
+    /// (`==`, `=$`; a regex sees it).
     pub fn header_regex(&self) -> String {
         match self {
-            HostTest::Exact(h) => format!("(?i)^{}(:[0-9]+)?$", fancy_regex::escape(h)),
-            HostTest::Suffix(s) => format!("(?i){}$", fancy_regex::escape(s)),
+            HostTest::Exact(h) if self.sees_port() => {
+                let (name, port) = h.split_at(crate::strip_port(h).len());
+                format!(
+                    "(?i)^{}({}|:80)?$",
+                    fancy_regex::escape(name),
+                    fancy_regex::escape(port)
+                )
+            }
+            HostTest::Exact(h) => format!("(?i)^{}(:[0-9]{{1,5}})?$", fancy_regex::escape(h)),
+            HostTest::Suffix(s) => format!("(?i){}(:80)?$", fancy_regex::escape(s)),
             HostTest::Prefix(p) => format!("(?i)^{}", fancy_regex::escape(p)),
             HostTest::Regex(r) => format!("(?i){r}"),
         }
@@ -237,6 +287,51 @@ impl Cond {
                     _ => Cond::Any(out),
                 }
             }
+            other => other.clone(),
+        }
+    }
+
+    /// Whether the condition has a matcher with this key anywhere
+    /// (`socket`: it depends on the listener).
+    pub fn has_matcher(&self, key: &str) -> bool {
+        match self {
+            Cond::Match(V::Tab(t)) => t.iter().any(|(k, _)| k == key),
+            Cond::Not(c) => c.has_matcher(key),
+            Cond::All(cs) | Cond::Any(cs) => cs.iter().any(|c| c.has_matcher(key)),
+            _ => false,
+        }
+    }
+
+    /// The values of the `key` matchers the condition requires: at its top
+    /// level or in a conjunction (not under `not` or `any`). `None` when a
+    /// `key` matcher appears elsewhere (its truth is not required).
+    pub fn required_matchers(&self, key: &str) -> Option<Vec<V>> {
+        let mut out = Vec::new();
+        let mut rest = Vec::new();
+        let mut stack = vec![self];
+        while let Some(c) = stack.pop() {
+            match c {
+                Cond::All(cs) => stack.extend(cs),
+                Cond::Match(V::Tab(t)) if t.len() == 1 && t[0].0 == key => out.push(t[0].1.clone()),
+                other => rest.push(other),
+            }
+        }
+        (!rest.iter().any(|c| c.has_matcher(key))).then_some(out)
+    }
+
+    /// Decides every `key` matcher: true when its value is `value`, else false.
+    pub fn decide_matcher(&self, key: &str, value: &V) -> Cond {
+        match self {
+            Cond::Match(V::Tab(t)) if t.len() == 1 && t[0].0 == key => {
+                if &t[0].1 == value {
+                    Cond::True
+                } else {
+                    Cond::False
+                }
+            }
+            Cond::Not(c) => Cond::invert(c.decide_matcher(key, value)),
+            Cond::All(cs) => Cond::All(cs.iter().map(|c| c.decide_matcher(key, value)).collect()),
+            Cond::Any(cs) => Cond::Any(cs.iter().map(|c| c.decide_matcher(key, value)).collect()),
             other => other.clone(),
         }
     }

@@ -110,8 +110,16 @@ impl ModuleSpec for Tessera {
                     }
                 }
                 let mut add: Vec<(String, V)> = Vec::new();
-                if let Some(V::Tab(t)) = get(opts, "add") {
-                    for (name, v) in t {
+                // Cherokee's caching directives (`expiration-add`), then adds.
+                let adds = ["expiration-add", "add"]
+                    .iter()
+                    .filter_map(|k| match get(opts, k) {
+                        Some(V::Tab(t)) => Some(t),
+                        _ => None,
+                    })
+                    .flatten();
+                {
+                    for (name, v) in adds {
                         // lighttpd runs add before set: a field also set keeps
                         // only the set value.
                         if set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -325,6 +333,17 @@ fn is_text(t: &str) -> bool {
                 | "image/svg+xml"
         )
 }
+
+/// Extensions of files most web sites serve (pages, styles, scripts, data,
+/// images, fonts, media, archives). One that an imported `mimetype.assign`
+/// leaves out is written into `mime-types` with the type lighttpd sends for it
+/// (the `""` default, else `application/octet-stream`) instead of Tessera's
+/// built-in type. Rarer extensions keep Tessera's types.
+pub const WEB_EXTENSIONS: &[&str] = &[
+    "html", "htm", "css", "js", "mjs", "json", "xml", "txt", "csv", "svg", "png", "jpg", "jpeg",
+    "gif", "webp", "avif", "ico", "woff", "woff2", "ttf", "otf", "pdf", "zip", "gz", "tar", "mp4",
+    "webm", "ogg", "mp3", "wav", "wasm",
+];
 
 /// The Content-Type static-file sends for a file extension (without the dot)
 /// when no `mime-types` entry overrides it: mime_guess's first type, with

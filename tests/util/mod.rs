@@ -85,6 +85,28 @@ pub fn site_config(modules: &str, vhost_extra: &str) -> String {
     )
 }
 
+/// A port on 127.0.0.1 that was free a moment ago (bound to port 0 and
+/// released), for a listener whose address a configuration must name in
+/// advance (a vhost's `listen`, lighttpd's `$SERVER["socket"]`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sends SIGTERM to `child` (a graceful stop) and waits for it to exit.
+pub fn terminate(child: &mut std::process::Child) -> ExitStatus {
+    let st = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    child.wait().unwrap()
+}
+
 impl Server {
     /// Starts tessera with `config` written to `DIR/server.toml`; `setup` fills
     /// the directory first (document roots are relative to it).
@@ -155,13 +177,7 @@ impl Server {
 
     /// Sends SIGTERM and waits for the process to exit.
     pub fn stop(mut self) -> ExitStatus {
-        let st = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(st.success());
-        self.child.wait().unwrap()
+        terminate(&mut self.child)
     }
 
     /// Like `stop`, but leaves the temporary directory on disk (the caller

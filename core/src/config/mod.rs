@@ -193,6 +193,8 @@ enum VhostKey {
     TlsCertificate,
     TlsKey,
     HttpsRedirect,
+    Listen,
+    NamesSeePort,
 }
 
 /// A loaded, validated configuration, immutable while it serves.
@@ -403,6 +405,16 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         vhosts.push(vh);
     }
     let default = default.unwrap_or(0);
+    if !vhosts[default].listen.is_empty() {
+        return Err(Err {
+            file,
+            vhost: Some(vhosts[default].label.clone()),
+        }
+        .at(
+            "listen",
+            "the first vhost is the default (no vhost has default = true), which answers on every listener: it cannot have listen; mark another vhost default = true",
+        ));
+    }
     let mut table = crate::tls::CertTable::default();
     for (_, names, c) in &certs {
         table.add(names, c.clone());
@@ -559,6 +571,30 @@ fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Parses a vhost's `listen` key: listener addresses `"IP:PORT"`, port not 0
+/// (a port-0 listener's address is only known once bound).
+fn listen_restriction(val: &Value, e: &Err<'_>) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+    let list: Vec<String> = serde_json::from_value(val.clone())
+        .map_err(|err| e.at("listen", format!("must be a list of \"IP:PORT\": {err}")))?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let addr: std::net::SocketAddr = a.parse().map_err(|_| {
+            e.at(
+                format!("listen[{i}]"),
+                format!("\"{a}\" is not IP:PORT (use [::1]:PORT for IPv6)"),
+            )
+        })?;
+        if addr.port() == 0 {
+            return Err(e.at(
+                format!("listen[{i}]"),
+                format!("\"{a}\": a listener on port 0 cannot be named (give it a fixed port)"),
+            ));
+        }
+        out.push(addr);
+    }
+    Ok(out)
+}
+
 fn build_vhost(
     file: &Path,
     dir: &Path,
@@ -600,6 +636,12 @@ fn build_vhost(
         file,
         vhost: Some(label.clone()),
     };
+    let names_see_port = match table.get("names-see-port") {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| e.at("names-see-port", "must be true or false"))?,
+    };
     for n in &names {
         if let Some(re) = n.strip_prefix('~') {
             if let Err(err) = fancy_regex::Regex::new(re) {
@@ -618,10 +660,15 @@ fn build_vhost(
             .or_else(|| n.strip_prefix('.'))
             .unwrap_or(n);
         let has_port = crate::vhost::strip_port(bare).len() != bare.len();
-        if bare.is_empty() || bare.contains('*') || !crate::vhost::valid_host(bare) || has_port {
+        let port_ok = names_see_port && !n.starts_with('*') && !n.starts_with('.');
+        if bare.is_empty()
+            || bare.contains('*')
+            || !crate::vhost::valid_host(bare)
+            || (has_port && !port_ok)
+        {
             return Err(e.at(
                 "server-names",
-                format!("\"{n}\" is not a host name, `*.suffix`, `.suffix` or `~regex` (no port)"),
+                format!("\"{n}\" is not a host name, `*.suffix`, `.suffix` or `~regex` (no port; `host:port` with names-see-port)"),
             ));
         }
     }
@@ -629,6 +676,7 @@ fn build_vhost(
     let mut tls_cert: Option<PathBuf> = None;
     let mut tls_key: Option<PathBuf> = None;
     let mut https_redirect = false;
+    let mut listen: Vec<std::net::SocketAddr> = Vec::new();
     let mut document_root = None;
     let mut modules: Vec<String> = Vec::new();
     let mut rules_value: &[Value] = &[];
@@ -658,6 +706,8 @@ fn build_vhost(
             Ok(VhostKey::HttpsRedirect) => {
                 https_redirect = val.as_bool().ok_or_else(|| e.at("https-redirect", "must be true or false"))?;
             }
+            Ok(VhostKey::Listen) => listen = listen_restriction(val, &e)?,
+            Ok(VhostKey::NamesSeePort) => {}
             Ok(VhostKey::Rule) => {
                 rules_value = val
                     .as_array()
@@ -668,7 +718,7 @@ fn build_vhost(
                 return Err(e.at(
                     k.as_str(),
                     format!(
-                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect; modules: {}; a plugin module needs a top-level [[plugin]] declaration)",
+                        "unknown key or module (keys: server-names, default, document-root, modules, rule, tls-certificate, tls-key, https-redirect, listen, names-see-port; modules: {}; a plugin module needs a top-level [[plugin]] declaration)",
                         registry.names().join(", ")
                     ),
                 ))
@@ -850,11 +900,19 @@ fn build_vhost(
             is_final,
         });
     }
+    if is_default && !listen.is_empty() {
+        return Err(e.at(
+            "listen",
+            "the default vhost answers on every listener: it cannot have listen",
+        ));
+    }
     Ok((
         Vhost {
             info,
             counters: crate::stats::global().vhost(&label),
             https_redirect,
+            listen: listen.into(),
+            names_see_port,
             label,
             pipeline: Pipeline::new(rules, slots),
         },

@@ -391,21 +391,27 @@ fn log_template(t: &str) -> (String, Vec<String>) {
         let var = &rest[i + 2..i + end];
         let (d, note): (&str, Option<&str>) = match var {
             "ip_remote" => ("%h", None),
-            "ip_local" => ("-", Some("${ip_local} logs \"-\"")),
+            "ip_local" => (
+                "%A",
+                Some("${ip_local} becomes %A (0.0.0.0 or :: for a listener on every address, where Cherokee logs \"-\")"),
+            ),
             "protocol" => ("%H", None),
             "transport" => (
                 "http",
                 Some("${transport} is always http (plain HTTP listeners)"),
             ),
-            "port_server" => ("-", Some("${port_server} logs \"-\"")),
-            "query_string" => (
-                "%q",
-                Some("${query_string} becomes %q (with its '?', empty when there is none)"),
-            ),
+            "port_server" => ("%p", None),
+            "query_string" => ("%{raw-or-dash}q", None),
             "request_first_line" => ("%r", None),
             "status" => ("%>s", None),
-            "now" => ("%t", Some("${now} becomes %t (in brackets, UTC)")),
-            "time_secs" | "time_msecs" => ("%t", Some("${time_secs}/${time_msecs} become %t")),
+            // Cherokee writes the date without brackets, in local time
+            // unless logger!utc_time.
+            "now" => (
+                "%{%d/%b/%Y:%H:%M:%S %z}t",
+                Some("${now} is written in UTC (+0000)"),
+            ),
+            "time_secs" => ("%{sec}t", None),
+            "time_msecs" => ("%{msec}t", None),
             "user_remote" => ("%u", None),
             "request" => ("%U", None),
             "request_original" => (
@@ -413,12 +419,12 @@ fn log_template(t: &str) -> (String, Vec<String>) {
                 Some("${request_original} becomes %U (the path after rewrites)"),
             ),
             "vserver_name" => ("%v", None),
-            "vserver_name_req" => ("%V", None),
+            "vserver_name_req" => ("%{no-port}V", None),
             "response_size" => (
                 "%b",
                 Some("${response_size} becomes %b (body bytes, without headers)"),
             ),
-            "http_host" => ("%V", None),
+            "http_host" => ("%{no-port}V", None),
             "http_referrer" => ("%{Referer}i", None),
             "http_user_agent" => ("%{User-Agent}i", None),
             "http_cookie" => ("%{Cookie}i", None),
@@ -835,14 +841,16 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
         server,
         vhosts: Vec::new(),
     };
-    // Cherokee order puts headers before expires: the caching directives
-    // (set by headers) get max-age appended by expires.
+    // Cherokee writes Expires and `Cache-Control: max-age=N` first, then its
+    // caching directives into the same line, then the header operations
+    // (an `add` replaces a field): expires runs before headers, whose `add`
+    // merges the directives into expires' line and whose `set` replaces it.
     let mut order: Vec<&'static str> = MODULE_ORDER.to_vec();
     if let (Some(h), Some(e)) = (
         order.iter().position(|m| *m == "headers"),
         order.iter().position(|m| *m == "expires"),
     ) {
-        if e < h {
+        if h < e {
             order.swap(h, e);
         }
     }
@@ -1184,6 +1192,8 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             comment,
             names: vs.names.clone(),
             default: vs.num == default_num,
+            listen: Vec::new(),
+            names_see_port: false,
             document_root: root,
             document_root_src: root_src,
             resolved,
@@ -1415,6 +1425,8 @@ fn rule_options(
                     }
                 }
                 let mut hdrs: Vec<(String, V)> = Vec::new();
+                // Merged into the line expires writes (`max-age=N, public`).
+                let mut adds: Vec<(String, V)> = Vec::new();
                 match kind {
                     "none" => {
                         tr.report.translated(&src, &what, "no expiry headers");
@@ -1464,7 +1476,7 @@ fn rule_options(
                                     uses_years: false,
                                 }
                                 .to_tessera();
-                                tr.report.translated(&src, &what, format!("expires url \"/\" = \"{e}\"{}", if cc.is_empty() { String::new() } else { format!(" with Cache-Control: {} (headers; max-age is appended)", cc.join(", ")) }));
+                                tr.report.translated(&src, &what, format!("expires url \"/\" = \"{e}\"{}", if cc.is_empty() { String::new() } else { format!(" with Cache-Control: max-age, {} (headers add, merged into the line expires writes, as Cherokee writes one line)", cc.join(", ")) }));
                                 push(
                                     opts,
                                     "expires",
@@ -1473,7 +1485,7 @@ fn rule_options(
                                     &src,
                                 );
                                 if !cc.is_empty() {
-                                    hdrs.push(("Cache-Control".into(), V::s(cc.join(", "))));
+                                    adds.push(("Cache-Control".into(), V::s(cc.join(", "))));
                                 }
                             }
                             Err(e) => {
@@ -1488,7 +1500,9 @@ fn rule_options(
                         continue;
                     }
                 }
+                // Both keys together, so that a rule's expiration is one unit.
                 push(opts, "headers", "expiration", V::Tab(hdrs), &src);
+                push(opts, "headers", "expiration-add", V::Tab(adds), &src);
             }
             "header_op" => {
                 let mut ops: Vec<(String, V)> = Vec::new();
@@ -1659,8 +1673,22 @@ mod tests {
     #[test]
     fn templates() {
         let (f, notes) = log_template("${ip_remote} - ${user_remote} [${now}] \"${request_first_line}\" ${status} ${response_size} \"${http_referrer}\" 100%");
-        assert_eq!(f, "%h - %u [%t] \"%r\" %>s %b \"%{Referer}i\" 100%%");
+        // Issue 11 #5: [${now}] has one pair of brackets.
+        assert_eq!(
+            f,
+            "%h - %u [%{%d/%b/%Y:%H:%M:%S %z}t] \"%r\" %>s %b \"%{Referer}i\" 100%%"
+        );
         assert_eq!(notes.len(), 2);
+        // ${time_msecs} is milliseconds since the epoch, not a date; the
+        // socket, query and host variables have directives of their own.
+        let (f, notes) = log_template(
+            "${time_secs} ${time_msecs} ${port_server} ${query_string} ${http_host} ${vserver_name_req}",
+        );
+        assert_eq!(
+            f,
+            "%{sec}t %{msec}t %p %{raw-or-dash}q %{no-port}V %{no-port}V"
+        );
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     fn imp(text: &str) -> (String, Report) {

@@ -269,6 +269,33 @@ fn regex_ok(r: &str) -> Result<(), String> {
         .map_err(|e| e.to_string().replace('\n', " "))
 }
 
+/// The test lighttpd (1.4.65+, `configparser_simplify_regex`) makes of a
+/// `=~` regex: `^x$` is `==`, `^x` is `=^`, `x$` and `\.x$` are `=$`, only
+/// when the rest has none of `\^$.|?*+()[]{}` (so `^www\.a\.com$` stays a
+/// regex). For hosts this matters: `==` ignores the port, a regex sees it.
+fn simplified_regex(r: &str) -> Option<(CondOp, String)> {
+    let b = r.as_bytes();
+    let (op, off, end) = if b.last() == Some(&b'$') {
+        if r.starts_with("\\.") {
+            (CondOp::Suffix, 2, b.len() - 1)
+        } else if r.starts_with('^') {
+            (CondOp::Eq, 1, b.len() - 1)
+        } else {
+            (CondOp::Suffix, 0, b.len() - 1)
+        }
+    } else if r.starts_with('^') {
+        (CondOp::Prefix, 1, b.len())
+    } else {
+        return None;
+    };
+    if off > end || r[off..end].contains(|c| "\\^$.|?*+()[]{}".contains(c)) {
+        return None;
+    }
+    // lighttpd removes only the first character (`\.ext` keeps its dot).
+    let start = usize::from(off > 0);
+    Some((op, r[start..end].to_owned()))
+}
+
 /// `^literal$`, `^literal` and `literal$` as lighttpd 1.4.65+ simplifies them
 /// (only when the rest has no regex metacharacters; `\.` is a literal dot).
 fn literal_regex(r: &str) -> Option<(bool, bool, String)> {
@@ -407,10 +434,6 @@ fn socket_addr(s: &str, default_port: u16) -> Option<String> {
     Some(addr)
 }
 
-fn is_wildcard_ip(addr: &str) -> bool {
-    addr.starts_with("0.0.0.0:") || addr.starts_with("[::]:")
-}
-
 impl Tr<'_> {
     fn ctx(&self, i: usize) -> &Context {
         &self.parsed.contexts[i]
@@ -447,41 +470,30 @@ impl Tr<'_> {
             ("HTTP", "host") => {
                 let lower = v.to_ascii_lowercase();
                 let test = match rc.op {
-                    CondOp::Eq | CondOp::Ne => {
-                        let h = crate::strip_port(&lower);
-                        if h.len() != lower.len() {
-                            report.approximated(
-                                &rc.src,
-                                &what,
-                                "the port is ignored: Tessera's vhosts match host names without ports",
-                            );
-                        }
-                        HostTest::Exact(h.to_owned())
-                    }
+                    CondOp::Eq | CondOp::Ne => HostTest::Exact(lower),
                     CondOp::Prefix => HostTest::Prefix(lower),
                     CondOp::Suffix => HostTest::Suffix(lower),
+                    // lighttpd simplifies =~ only (not !~).
                     CondOp::Re | CondOp::NotRe => {
-                        if let Err(e) = regex_ok(v) {
-                            report.dropped(
-                                &rc.src,
-                                &what,
-                                format!(
-                                    "invalid regular expression ({e}); the block never applies"
-                                ),
-                            );
-                            return Cond::False;
-                        }
-                        match literal_regex(v) {
-                            Some((true, true, l)) => HostTest::Exact(l.to_ascii_lowercase()),
-                            Some((true, false, l)) => HostTest::Prefix(l.to_ascii_lowercase()),
-                            Some((false, true, l)) => HostTest::Suffix(l.to_ascii_lowercase()),
-                            _ => {
-                                if v.ends_with('$') {
-                                    report.approximated(
+                        match simplified_regex(v).filter(|_| rc.op == CondOp::Re) {
+                            Some((op, l)) => {
+                                let l = l.to_ascii_lowercase();
+                                match op {
+                                    CondOp::Eq => HostTest::Exact(l),
+                                    CondOp::Prefix => HostTest::Prefix(l),
+                                    _ => HostTest::Suffix(l),
+                                }
+                            }
+                            None => {
+                                if let Err(e) = regex_ok(v) {
+                                    report.dropped(
                                         &rc.src,
                                         &what,
-                                        "Tessera tests host regexes without the port (lighttpd includes a port the client sent)",
+                                        format!(
+                                        "invalid regular expression ({e}); the block never applies"
+                                    ),
                                     );
+                                    return Cond::False;
                                 }
                                 HostTest::Regex(v.to_owned())
                             }
@@ -491,7 +503,15 @@ impl Tr<'_> {
                 report.translated(
                     &rc.src,
                     &what,
-                    format!("vhost server-names = [\"{}\"]", test.server_name()),
+                    format!(
+                        "vhost server-names = {:?}{}",
+                        test.server_names(),
+                        if test.sees_port() {
+                            ", names-see-port = true (the test sees the port the client sent, as in lighttpd)"
+                        } else {
+                            ""
+                        }
+                    ),
                 );
                 wrap(Cond::Host(test))
             }
@@ -675,35 +695,41 @@ impl Tr<'_> {
                     );
                     return Cond::False;
                 };
-                if !self.listen.iter().any(|l| l.addr == addr) {
+                // Tessera's socket matcher compares the address of the
+                // listener that accepted the connection, as lighttpd compares
+                // its server socket: 0.0.0.0:P matches connections on that
+                // listener only, whatever address they were sent to.
+                let twin = addr
+                    .strip_prefix("0.0.0.0:")
+                    .map(|p| format!("[::]:{p}"))
+                    .filter(|t| self.listen.iter().any(|l| &l.addr == t));
+                let addr = if self.listen.iter().any(|l| l.addr == addr) {
+                    addr
+                } else if let Some(twin) = twin {
+                    report.approximated(
+                        &rc.src,
+                        &what,
+                        format!("{addr} is served by the dual-stack {twin}: the test matches connections there, IPv6 ones too"),
+                    );
+                    twin
+                } else {
                     // A TLS socket that was not imported.
                     return if neg { Cond::True } else { Cond::False };
-                }
-                let c = if is_wildcard_ip(&addr) {
-                    let p = addr.rsplit(':').next().unwrap_or("");
-                    let all_same = self
-                        .listen
-                        .iter()
-                        .all(|l| l.addr.ends_with(&format!(":{p}")));
-                    if !all_same {
-                        report.approximated(
-                            &rc.src,
-                            &what,
-                            "Tessera's socket matcher compares the connection's local address, which a wildcard listener does not give; the test is taken as true",
-                        );
-                    } else {
-                        report.translated(&rc.src, &what, format!("listen \"{addr}\""));
-                    }
-                    Cond::True
-                } else {
+                };
+                if self.listen.len() == 1 {
                     report.translated(
                         &rc.src,
                         &what,
-                        format!("rule match = {{ socket = \"{addr}\" }}"),
+                        format!("listen \"{addr}\" (the only listener)"),
                     );
-                    Cond::Match(V::tab1("socket", V::s(addr)))
-                };
-                wrap(c)
+                    return if neg { Cond::False } else { Cond::True };
+                }
+                report.translated(
+                    &rc.src,
+                    &what,
+                    format!("rule match = {{ socket = \"{addr}\" }}"),
+                );
+                wrap(Cond::Match(V::tab1("socket", V::s(addr))))
             }
             _ => {
                 report.dropped(
@@ -1519,6 +1545,43 @@ impl Tr<'_> {
             }
             out.push((ext, V::s(t)));
         }
+        // lighttpd sends its default ("" entry, else application/octet-stream)
+        // for every extension the list does not name; Tessera would send its
+        // built-in type, which also changes which expires mime-types entries
+        // apply. The common web extensions are written with lighttpd's type.
+        let default_type = val
+            .as_pairs()
+            .iter()
+            .find(|(k, _)| k.is_empty())
+            .map_or_else(|| "application/octet-stream".to_owned(), |(_, t)| t.clone());
+        let listed: Vec<String> = val
+            .as_pairs()
+            .iter()
+            .filter_map(|(k, _)| k.strip_prefix('.').map(str::to_ascii_lowercase))
+            .collect();
+        let unlisted: Vec<&str> = crate::tessera::WEB_EXTENSIONS
+            .iter()
+            .copied()
+            .filter(|e| !listed.iter().any(|l| l == e))
+            .filter(|e| normalize_mime(&builtin_mime(e)) != normalize_mime(&default_type))
+            .collect();
+        if !unlisted.is_empty() {
+            out.extend(
+                unlisted
+                    .iter()
+                    .map(|e| ((*e).to_owned(), V::s(&default_type))),
+            );
+            report.translated(
+                src,
+                "mimetype.assign",
+                format!(
+                    "the common extensions it does not list ({}) are written as {default_type}, which lighttpd sends for them (Tessera's built-in types would differ, e.g. .{} is {}); rarer extensions it does not list get Tessera's built-in types",
+                    unlisted.join(" "),
+                    unlisted[0],
+                    builtin_mime(unlisted[0])
+                ),
+            );
+        }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         report.translated(
             src,
@@ -1616,24 +1679,52 @@ pub(crate) fn log_format(f: &str) -> (String, Vec<String>) {
         );
         match (d, arg.as_deref()) {
             ('%', None) => out.push_str("%%"),
-            ('h' | 'a' | 'l' | 'u' | 'r' | 'b' | 'B' | 'D' | 'v' | 'V' | 'U' | 'm' | 'H', None) => {
+            ('h' | 'a' | 'l' | 'u' | 'r' | 'D' | 'v' | 'V' | 'U' | 'm' | 'H' | 'A', None) => {
                 out.push('%');
                 out.push(d);
             }
+            // lighttpd logs 0 for an empty body (HEAD, 304) once a response
+            // was sent: Tessera's %B (its %b writes "-" as Apache does).
+            ('b' | 'B', None) => out.push_str("%B"),
+            ('p', None | Some("local" | "canonical")) => out.push_str("%p"),
+            ('p', Some("remote")) => out.push_str("%{remote}p"),
             ('s', None) => out.push_str("%>s"),
             ('t', None) => {
                 out.push_str("%t");
             }
-            ('t', Some(_)) => {
-                out.push_str("%t");
-                notes.push(format!(
-                    "{directive} becomes %t ([10/Oct/2000:13:55:36 +0000], UTC)"
-                ));
+            ('t', Some(a)) => {
+                let (begin, a) = match a.split_once(':') {
+                    Some(("begin", rest)) => (true, rest),
+                    Some(("end", rest)) => (false, rest),
+                    _ => (false, a),
+                };
+                let bare = |p: &str| matches!(p, "%d/%b/%Y:%H:%M:%S %z" | "%d/%b/%Y:%T %z");
+                match a {
+                    "sec" | "msec" | "usec" => out.push_str(&format!("%{{{a}}}t")),
+                    p if bare(p) => out.push_str(&format!("%{{{p}}}t")),
+                    p if p
+                        .strip_prefix('[')
+                        .and_then(|p| p.strip_suffix(']'))
+                        .is_some_and(bare) =>
+                    {
+                        out.push_str("%t")
+                    }
+                    _ => {
+                        out.push_str("%t");
+                        notes.push(format!(
+                            "{directive} becomes %t ([10/Oct/2000:13:55:36 +0000], UTC)"
+                        ));
+                    }
+                }
+                if begin {
+                    notes.push(format!(
+                        "{directive}: Tessera writes the time at the end of the request"
+                    ));
+                }
             }
-            ('T', None) => out.push_str("%T"),
-            ('T', Some("s" | "ms" | "us")) => {
-                out.push_str(&directive);
-            }
+            ('T', None | Some("s" | "sec")) => out.push_str("%T"),
+            ('T', Some("ms" | "msec")) => out.push_str("%{ms}T"),
+            ('T', Some("us" | "usec")) => out.push_str("%{us}T"),
             ('T', Some(_)) => {
                 out.push_str("%D");
                 notes.push(format!("{directive} becomes %D (microseconds)"));
@@ -1641,10 +1732,7 @@ pub(crate) fn log_format(f: &str) -> (String, Vec<String>) {
             ('i', Some(h)) => {
                 out.push_str(&format!("%{{{h}}}i"));
             }
-            ('q', None) => {
-                out.push_str("%q");
-                notes.push("%q includes the leading '?' in Tessera".into());
-            }
+            ('q', None) => out.push_str("%{raw}q"),
             ('O', None) => {
                 out.push_str("%b");
                 notes.push("%O (bytes with headers) becomes %b (body bytes)".into());
@@ -1769,13 +1857,18 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             d("dir-listing", "enabled", V::Bool(false)),
             d("dir-listing", "hidden-files", V::Bool(false)),
             d("dir-listing", "follow-symlinks", V::s("always")),
-            d("access-log", "format", V::s(DEFAULT_LOG_FORMAT)),
+            d(
+                "access-log",
+                "format",
+                V::s(log_format(DEFAULT_LOG_FORMAT).0),
+            ),
         ],
         reset: false,
         base: true,
         label: "lighttpd's defaults".into(),
     }];
-    report.approximated(
+    // Written explicitly, so Tessera behaves as lighttpd does: not a warning.
+    report.translated(
         &Src::new(main, 1),
         "static-file",
         "hidden-files = true and follow-symlinks = \"always\", as lighttpd serves dot-files and follows every symbolic link (set hidden-files = false and follow-symlinks = \"inside-root\" to harden)",
@@ -1799,6 +1892,14 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
         for s in &ctx.settings {
             if s.key == "server.document-root" {
                 if let Some(p) = s.val.as_string() {
+                    if p.is_empty() {
+                        // Tessera would serve the configuration's directory.
+                        return Err(ImportError::Parse {
+                            file: s.src.file.clone(),
+                            line: s.src.line,
+                            message: "server.document-root is empty: set the directory of the files to serve".into(),
+                        });
+                    }
                     docroots.push((i, p, s.src.clone()));
                 }
                 continue;
@@ -1863,6 +1964,63 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             true
         }
     });
+    // A host test met only inside $SERVER["socket"] blocks is a vhost for
+    // those listeners (vhost `listen`); elsewhere its host goes to the other
+    // vhosts, as in lighttpd. Where the sockets cannot be told (a socket
+    // test under `!=` or an `else`), the vhost is not written rather than
+    // served on every port.
+    let mut vhost_listen: HashMap<HostTest, Vec<String>> = HashMap::new();
+    tests.retain(|t| {
+        let with: Vec<usize> = (0..parsed.contexts.len())
+            .filter(|&i| {
+                let mut ts = Vec::new();
+                blocks[i + 1].cond.host_tests(&mut ts);
+                ts.contains(t)
+            })
+            .collect();
+        if !with.iter().all(|&i| blocks[i + 1].cond.has_matcher("socket")) {
+            return true;
+        }
+        let mut addrs: Vec<String> = Vec::new();
+        let mut told = true;
+        for &i in &with {
+            match blocks[i + 1].cond.required_matchers("socket") {
+                Some(v) if !v.is_empty() => {
+                    for a in v.iter().filter_map(V::as_str) {
+                        if !addrs.iter().any(|x| x == a) {
+                            addrs.push(a.to_owned());
+                        }
+                    }
+                }
+                _ => told = false,
+            }
+        }
+        for &i in &with {
+            let Some(rc) = &parsed.contexts[i].cond else {
+                continue;
+            };
+            if told {
+                report.translated(
+                    &rc.src,
+                    &rc.show(),
+                    format!("vhost \"{}\" listen = {addrs:?} (only on those listeners)", t.server_name()),
+                );
+            } else {
+                report.dropped(
+                    &rc.src,
+                    &rc.show(),
+                    format!(
+                        "a vhost for \"{}\" on some listeners only, which a $SERVER[\"socket\"] test under != or else does not name: not imported (nor served on any port), rather than served on every one",
+                        t.server_name()
+                    ),
+                );
+            }
+        }
+        if told {
+            vhost_listen.insert(t.clone(), addrs);
+        }
+        told
+    });
     let regex_index = |t: &HostTest| tests.iter().position(|x| x == t);
     let mut out = Output {
         header: vec![format!("Files read: {}.", parsed.files.join(", "))],
@@ -1875,7 +2033,22 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
         let eval = |t: &HostTest| -> Option<bool> {
             match &own {
                 None => Some(false),
-                Some(HostTest::Exact(h)) => Some(t.eval(h)),
+                // The authorities this vhost gets: the name without port or
+                // with any port (with one port for `== "h:8080"`): the test
+                // is decided when it gives all of them the same answer.
+                Some(HostTest::Exact(h)) => {
+                    let name = crate::strip_port(h);
+                    let ported: Vec<String> = if name.len() == h.len() {
+                        vec![format!("{h}:1"), format!("{h}:80"), format!("{h}:65535")]
+                    } else {
+                        vec![h.clone()]
+                    };
+                    let first = t.eval_authority(name);
+                    ported
+                        .iter()
+                        .all(|a| t.eval_authority(a) == first)
+                        .then_some(first)
+                }
                 Some(v) => {
                     if t == v {
                         return Some(true);
@@ -1905,11 +2078,23 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
                 }
             }
         };
+        let listen = own
+            .as_ref()
+            .and_then(|t| vhost_listen.get(t))
+            .cloned()
+            .unwrap_or_default();
         let vblocks: Vec<Block> = blocks
             .iter()
-            .map(|b| Block {
-                cond: b.cond.simplify(&eval),
-                ..b.clone()
+            .map(|b| {
+                // A vhost on one listener knows its socket tests' answers.
+                let cond = match listen.as_slice() {
+                    [one] => b.cond.decide_matcher("socket", &V::s(one.clone())),
+                    _ => b.cond.clone(),
+                };
+                Block {
+                    cond: cond.simplify(&eval),
+                    ..b.clone()
+                }
             })
             .collect();
         let vname = own
@@ -1987,8 +2172,18 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             own.clone(),
             VhostOut {
                 comment,
-                names: own.iter().map(HostTest::server_name).collect(),
+                // `== "h:8080"` also claims `h`, unless a `== "h"` vhost does.
+                names: own
+                    .iter()
+                    .flat_map(HostTest::server_names)
+                    .filter(|n| {
+                        own.as_ref().is_some_and(|o| &o.server_name() == n)
+                            || !tests.iter().any(|t| &t.server_name() == n)
+                    })
+                    .collect(),
                 default: own.is_none(),
+                listen,
+                names_see_port: own.as_ref().is_some_and(HostTest::sees_port),
                 document_root: root,
                 document_root_src: root_src,
                 resolved,
@@ -2063,6 +2258,125 @@ mod tests {
         (crate::emit::write(&out), r)
     }
 
+    /// A `mimetype.assign` naming every common extension, with Tessera's types.
+    fn full_mime_assign() -> String {
+        let mut m = String::from("mimetype.assign = (\n");
+        for e in crate::tessera::WEB_EXTENSIONS {
+            m.push_str(&format!("  \".{e}\" => \"{}\",\n", builtin_mime(e)));
+        }
+        m.push_str(")\n");
+        m
+    }
+
+    /// Issue 11 #8: the note about dot-files and symbolic links is not a
+    /// warning (the values written are lighttpd's), so a clean import has none.
+    #[test]
+    fn clean_import_has_no_warnings() {
+        let (t, r) = imp(&format!(
+            "server.document-root = \"/\"\nserver.port = 8080\n{}",
+            full_mime_assign()
+        ));
+        assert!(!r.has_warnings(), "{r}");
+        assert!(t.contains("hidden-files = true"), "{t}");
+        assert!(t.contains("follow-symlinks = \"always\""), "{t}");
+        assert!(r.find("hidden-files = true").count() == 1, "{r}");
+    }
+
+    /// Issue 11 #7: the common extensions a `mimetype.assign` leaves out get
+    /// lighttpd's type for them (its "" default, else
+    /// application/octet-stream), and the report names them.
+    #[test]
+    fn partial_mimetype_assign_keeps_lighttpds_default() {
+        // The default vhost's static-file mime-types for a mimetype.assign.
+        let mimes = |assign: &str| {
+            let (t, r) = imp(&format!(
+                "server.document-root = \"/\"\nmimetype.assign = ( {assign} )\n"
+            ));
+            let v: toml::Table = toml::from_str(&t).unwrap();
+            let m = v["vhost"][0]["static-file"]["mime-types"].clone();
+            (m.as_table().unwrap().clone(), r)
+        };
+        let (m, r) = mimes(r#"".html" => "text/html", ".css" => "text/css""#);
+        assert_eq!(
+            m["json"].as_str(),
+            Some("application/octet-stream"),
+            "{m:?}"
+        );
+        assert_eq!(m["png"].as_str(), Some("application/octet-stream"), "{m:?}");
+        assert_eq!(m["css"].as_str(), Some("text/css"), "{m:?}");
+        let e: Vec<_> = r.find("which lighttpd sends for them").collect();
+        assert_eq!(e.len(), 1, "{r}");
+        assert!(
+            e[0].message.contains(" json ") && !e[0].message.contains(" css "),
+            "{r}"
+        );
+        assert_eq!(e[0].src.line, 2, "{r}");
+        // With a "" default, that type.
+        let (m, _) = mimes(r#"".html" => "text/html", "" => "text/plain""#);
+        assert_eq!(m["json"].as_str(), Some("text/plain"), "{m:?}");
+    }
+
+    /// Issue 11 #3: what a `$SERVER["socket"]` block holds applies on that
+    /// listener only: a host block becomes a vhost with `listen`, other
+    /// options rules matching the socket (a wildcard one too).
+    #[test]
+    fn socket_blocks_apply_to_their_listener_only() {
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/\"\n",
+            "server.port = 8080\n",
+            "server.modules = ( \"mod_setenv\" )\n",
+            "$SERVER[\"socket\"] == \":8443\" {\n",
+            "  setenv.add-response-header = ( \"X-Port\" => \"admin\" )\n",
+            "  $HTTP[\"host\"] == \"admin.example\" {\n",
+            "    server.document-root = \"/tmp\"\n",
+            "  }\n",
+            "}\n",
+            "$SERVER[\"socket\"] != \":8443\" {\n",
+            "  $HTTP[\"host\"] == \"other.example\" { server.document-root = \"/tmp\" }\n",
+            "}\n",
+        ));
+        let v: toml::Table = toml::from_str(&t).unwrap();
+        let vh = v["vhost"].as_array().unwrap();
+        let admin = vh
+            .iter()
+            .find(|x| {
+                x["server-names"]
+                    .as_array()
+                    .and_then(|a| a.first())
+                    .and_then(|n| n.as_str())
+                    == Some("admin.example")
+            })
+            .unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(
+            admin["listen"].as_array().unwrap()[0].as_str(),
+            Some("0.0.0.0:8443")
+        );
+        assert_eq!(admin["document-root"].as_str(), Some("/tmp"), "{t}");
+        // In the default vhost the header is a rule on the wildcard socket.
+        assert!(t.contains(r#"match = { socket = "0.0.0.0:8443" }"#), "{t}");
+        assert!(!t.contains("server-names = [\"other.example\"]"), "{t}");
+        assert!(
+            r.find("other.example")
+                .any(|e| e.outcome == crate::Outcome::Dropped),
+            "{r}"
+        );
+    }
+
+    /// lighttpd 1.4.65+ turns a `=~` into `==`, `=^` or `=$` only when the
+    /// rest has no regex character, a leading `\.` excepted.
+    #[test]
+    fn regexes_simplified_as_lighttpd_does() {
+        let s = |r: &str| simplified_regex(r).map(|(op, v)| (format!("{op:?}"), v));
+        assert_eq!(s("^localhost$"), Some(("Eq".into(), "localhost".into())));
+        assert_eq!(s("^/img/"), Some(("Prefix".into(), "/img/".into())));
+        assert_eq!(s("\\.png$"), Some(("Suffix".into(), ".png".into())));
+        assert_eq!(s("example$"), Some(("Suffix".into(), "example".into())));
+        assert_eq!(s("^www\\.a\\.com$"), None);
+        assert_eq!(s("^a.com$"), None);
+        assert_eq!(s("^(www\\.)?a$"), None);
+        assert_eq!(s("a"), None);
+    }
+
     #[test]
     fn idle_timeouts_become_server_timeouts() {
         let (t, _) = imp(concat!(
@@ -2125,15 +2439,24 @@ mod tests {
     fn log_formats() {
         assert_eq!(
             log_format(DEFAULT_LOG_FORMAT).0,
-            r#"%h %V %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#
+            r#"%h %V %u %t "%r" %>s %B "%{Referer}i" "%{User-Agent}i""#
         );
         assert!(log_format(DEFAULT_LOG_FORMAT).1.is_empty());
         let (f, notes) = log_format("%{%s}t|%V|%r|%s|%b");
-        assert_eq!(f, "%t|%V|%r|%>s|%b");
+        assert_eq!(f, "%t|%V|%r|%>s|%B");
         assert_eq!(notes.len(), 1);
         let (f, notes) = log_format("%h %O %{X}o %X");
         assert_eq!(f, "%h %b - -");
         assert_eq!(notes.len(), 3);
+        // Issue 11 #5: lighttpd's time, duration, socket and query directives.
+        let (f, notes) = log_format(
+            "%{ms}T %{msec}T %{us}T %T %{sec}t %{msec}t %{end:usec}t %{%d/%b/%Y:%H:%M:%S %z}t %{[%d/%b/%Y:%T %z]}t %A %p %{remote}p %q",
+        );
+        assert_eq!(
+            f,
+            "%{ms}T %{ms}T %{us}T %T %{sec}t %{msec}t %{usec}t %{%d/%b/%Y:%H:%M:%S %z}t %t %A %p %{remote}p %{raw}q"
+        );
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]

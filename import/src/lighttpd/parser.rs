@@ -641,10 +641,11 @@ impl Parser {
 
     fn variable(&mut self, cur: &Cursor<'_>, ctx: usize, k: &str) -> Result<Val, ImportError> {
         if let Some(name) = k.strip_prefix("env.") {
+            // Always fatal, as in lighttpd: without it a document root
+            // would silently become another one.
             return std::env::var(name).map(Val::Str).map_err(|_| {
-                self.undefined = Some(k.to_owned());
                 cur.err(format!(
-                    "{k}: the environment variable {name} is not set (lighttpd refuses this)"
+                    "{k}: the environment variable {name} is not set (lighttpd refuses to start)"
                 ))
             });
         }
@@ -780,21 +781,16 @@ impl Parser {
             vec![full.clone()]
         };
         for f in files {
-            let text = match std::fs::read_to_string(&f) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.note(
-                        src,
-                        Outcome::Dropped,
-                        &format!("include \"{arg}\""),
-                        format!(
-                            "{}: {e}; its options are not imported (copy the file to this machine and import again)",
-                            f.display()
-                        ),
-                    );
-                    continue;
-                }
-            };
+            // A file that cannot be read is fatal, as in lighttpd (a glob
+            // matching nothing is not).
+            let text = std::fs::read_to_string(&f).map_err(|e| ImportError::Parse {
+                file: src.file.clone(),
+                line: src.line,
+                message: format!(
+                    "include \"{arg}\": {}: {e} (lighttpd refuses to start; copy the file to this machine, or remove the include, and import again)",
+                    f.display()
+                ),
+            })?;
             self.include_text(&f.display().to_string(), &text, ctx)?;
             self.note(
                 src,
@@ -1119,8 +1115,19 @@ mod tests {
             get(&p, 0, "server.document-root"),
             &Val::Str("/from/env/x".into())
         );
-        let p = parse("a.b = env.TESSERA_NO_SUCH_VAR_X\n");
-        assert!(p.contexts[0].get("a.b").is_none());
+        // An undefined one is fatal, as in lighttpd, naming file and line.
+        let e = parse_text(
+            "t.conf",
+            "a.c = 1\nserver.document-root = env.TESSERA_NO_SUCH_VAR_X + \"/x\"\n",
+            Path::new("/"),
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t.conf:2: env.TESSERA_NO_SUCH_VAR_X: the environment variable"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1235,10 +1242,16 @@ $HTTP["host"] == "h" { a.x = 5 } else if $HTTP["host"] != "i" { a.x = 6 }
             order,
             ["main.conf", "10-a.conf", "x.conf", "20-b.conf", "20-b.conf"]
         );
-        // A missing literal include is reported, not fatal.
-        std::fs::write(dir.join("m2.conf"), "include \"missing.conf\"\n").unwrap();
-        let p = parse_file(&dir.join("m2.conf"), &opts()).unwrap();
-        assert!(p.notes.iter().any(|n| n.outcome == Outcome::Dropped));
+        // A missing literal include is fatal, as in lighttpd, naming the
+        // including file and line.
+        std::fs::write(dir.join("m2.conf"), "a.x = 1\ninclude \"missing.conf\"\n").unwrap();
+        let e = parse_file(&dir.join("m2.conf"), &opts()).unwrap_err();
+        let m2 = dir.join("m2.conf").display().to_string();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{m2}:2: include \"missing.conf\": ")),
+            "{e}"
+        );
         // An include loop is an error, not a stack overflow.
         std::fs::write(dir.join("loop.conf"), "include \"loop.conf\"\n").unwrap();
         assert!(matches!(

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tessera_core::actix_web::http::header::HeaderName;
 use tessera_core::actix_web::http::Version;
 use tessera_core::context::request_host;
+use tessera_core::vhost::strip_port;
 use tessera_core::LogRecord;
 
 /// The Common Log Format (NCSA, Apache `common`, lighttpd's default):
@@ -48,6 +49,14 @@ pub enum FormatError {
     /// offset: it would break the one-line-per-request rule.
     #[error("control character 0x{1:02X} at byte {0} of the log format (only tab is allowed)")]
     ControlChar(usize, u8),
+    /// A format name (`combined`, `common`) written beside other text, as in
+    /// `"combined %{request-id}n"`: it would be logged as a literal word.
+    #[error("\"{0}\" is a format name: use it alone (format = \"{0}\"), or write %{{{0}}} to insert its fields among other directives")]
+    KeywordNotAlone(String),
+    /// A format without any directive that looks like a format name
+    /// (`"comon"`, `"ncsa"`, `"main"`): it would log the same word on every line.
+    #[error("\"{0}\" is not a format name (combined, common) and has no % directive")]
+    UnknownKeyword(String),
 }
 
 /// One compiled element of a format.
@@ -63,6 +72,21 @@ enum Piece {
     User,
     /// `%t`: `[10/Oct/2000:13:55:36 +0000]`.
     Time,
+    /// `%{%d/%b/%Y:%H:%M:%S %z}t`: `10/Oct/2000:13:55:36 +0000` (no brackets).
+    TimeBare,
+    /// `%{sec}t`, `%{msec}t`, `%{usec}t`: the time the line is written, since
+    /// the epoch, in seconds, milliseconds (rounded up) or microseconds (rounded up).
+    Epoch(TimeUnit),
+    /// `%A`: the IP address of the listener that accepted the connection.
+    LocalIp,
+    /// `%p`, `%{local}p`, `%{canonical}p`: the listener's port.
+    LocalPort,
+    /// `%{remote}p`: the client's port.
+    RemotePort,
+    /// `%{raw}q`: the query without `?`, or nothing.
+    RawQuery,
+    /// `%{raw-or-dash}q`: the query without `?`, or `-`.
+    RawQueryOrDash,
     /// `%r`: the request line as received.
     RequestLine,
     /// `%s`, `%>s`, `%<s`: the status.
@@ -75,16 +99,19 @@ enum Piece {
     RequestHeader(HeaderName),
     /// `%{name}n`: a note left by a module (Apache's notes; e.g. the request id).
     Note(Box<str>),
-    /// `%D`, `%{us}T`: microseconds taken.
+    /// `%D`, `%{us}T`: microseconds taken, rounded up.
     Micros,
-    /// `%{ms}T`: milliseconds taken.
+    /// `%{ms}T`: milliseconds taken, rounded up.
     Millis,
-    /// `%T`, `%{s}T`: seconds taken.
+    /// `%T`, `%{s}T`: seconds taken (whole-second clock at the end minus at
+    /// the start).
     Seconds,
     /// `%v`: the vhost's label.
     VhostLabel,
     /// `%V`: the host as requested or `-`.
     Host,
+    /// `%{no-port}V`: the host as requested without its port, or `-`.
+    HostNoPort,
     /// `%U`: the URL path.
     Path,
     /// `%q`: `?query` or nothing.
@@ -93,6 +120,63 @@ enum Piece {
     Method,
     /// `%H`: the protocol, `HTTP/1.1`.
     Protocol,
+}
+
+/// The unit of an epoch time directive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimeUnit {
+    Sec,
+    Msec,
+    Usec,
+}
+
+/// Format names, expanded when they stand alone or as `%{name}`.
+const KEYWORDS: &[(&str, &str)] = &[("common", COMMON), ("combined", COMBINED)];
+
+/// Checks the literal text of a format for format names: a format that is
+/// only a word (no directive) must be a known name, and a known name must not
+/// stand beside other fields as a word of its own.
+fn check_keywords(spec: &str) -> Result<(), FormatError> {
+    let word = |w: &str| w.len() > 2 && w.bytes().all(|b| b.is_ascii_alphabetic());
+    if !spec.contains('%') && word(spec.trim()) {
+        return Err(FormatError::UnknownKeyword(spec.trim().to_owned()));
+    }
+    // Words outside directives (text after a `%` directive letter or `{...}`
+    // is skipped with it).
+    let b = spec.as_bytes();
+    let mut i = 0;
+    let mut start = None;
+    while i <= b.len() {
+        let c = b.get(i).copied();
+        match c {
+            Some(b'%') => {
+                // Skip the directive: `%{...}x`, `%>s`, `%x`.
+                start = None;
+                i += 1;
+                if b.get(i) == Some(&b'{') {
+                    i += spec[i..].find('}').map_or(spec.len() - i, |n| n + 1);
+                }
+                while matches!(b.get(i), Some(b'>' | b'<')) {
+                    i += 1;
+                }
+                i += 1;
+                continue;
+            }
+            Some(c) if c.is_ascii_alphabetic() => {
+                start.get_or_insert(i);
+            }
+            _ => {
+                if let Some(s) = start.take() {
+                    let w = &spec[s..i];
+                    if let Some((k, _)) = KEYWORDS.iter().find(|(k, _)| k.eq_ignore_ascii_case(w)) {
+                        return Err(FormatError::KeywordNotAlone((*k).to_owned()));
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 /// A compiled log format: the format string split into literal text and
@@ -106,21 +190,32 @@ enum Piece {
 /// | `%l` | identd user: always `-` |
 /// | `%u` | authenticated user, or `-` |
 /// | `%t` | request start time, UTC: `[10/Oct/2000:13:55:36 +0000]` |
+/// | `%{%d/%b/%Y:%H:%M:%S %z}t` | the same without brackets (Cherokee `${now}`); no other strftime pattern |
+/// | `%{sec}t`, `%{msec}t`, `%{usec}t` | time the line is written, since the epoch; ms and µs rounded up (lighttpd; Cherokee `${time_secs}`, `${time_msecs}`) |
+/// | `%A` | IP address of the listener that accepted the connection (`0.0.0.0` for a wildcard one, as lighttpd logs it) |
+/// | `%p`, `%{local}p`, `%{canonical}p` | the listener's port; `%{remote}p`: the client's port |
 /// | `%r` | request line as received: `GET /a%22b?x=1 HTTP/1.1` (the target still percent-encoded; an absolute-form target in full) |
 /// | `%>s`, `%s`, `%<s` | final status, three digits |
 /// | `%b` | body bytes sent (after content-coding, without chunk framing), `-` when 0 (CLF) |
 /// | `%B` | body bytes sent, `0` when 0 |
 /// | `%{Name}i` | request header `Name` (case-insensitive; several fields joined by `, `), or `-` |
-/// | `%D`, `%{us}T` | time taken, microseconds |
-/// | `%{ms}T` | time taken, milliseconds |
-/// | `%T`, `%{s}T` | time taken, whole seconds |
+/// | `%D`, `%{us}T` | time taken, microseconds, rounded up (lighttpd; so never 0) |
+/// | `%{ms}T` | time taken, milliseconds, rounded up (lighttpd) |
+/// | `%T`, `%{s}T` | time taken, whole seconds: the seconds clock at the end minus at the start (lighttpd) |
 /// | `%v` | the vhost's label (first server name) |
 /// | `%V` | host as requested (target authority, else `Host`), or `-` |
+/// | `%{no-port}V` | the same without its port (Cherokee `${http_host}`, `${vserver_name_req}`) |
 /// | `%U` | URL path, still percent-encoded, without the query |
 /// | `%q` | `?` and the query string, or nothing |
+/// | `%{raw}q` | the query string without `?`, or nothing (lighttpd `%q`); `%{raw-or-dash}q`: or `-` (Cherokee `${query_string}`) |
 /// | `%m` | method |
 /// | `%H` | protocol: `HTTP/1.0`, `HTTP/1.1`, `HTTP/2.0` |
 /// | `%%` | a literal `%` |
+///
+/// A format name stands alone (`"combined"`) or is inserted as `%{combined}` /
+/// `%{common}` (not followed by a letter) among other directives; a name used
+/// as a word beside other fields (`"combined %{request-id}n"`), or a format
+/// that is one unknown word (`"comon"`), is refused.
 ///
 /// `%{Name}o` (response header) is refused: the log phase does not see response
 /// headers. Values from the request (`%r %u %{..}i %V %U %q %m`) are escaped as
@@ -138,10 +233,38 @@ impl LogFormat {
     /// [`FormatError`] naming the unknown or unsupported directive, or the place
     /// of a malformed one.
     pub fn compile(spec: &str) -> Result<LogFormat, FormatError> {
-        let spec = match spec {
-            "common" => COMMON,
-            "combined" => COMBINED,
-            s => s,
+        let spec = match KEYWORDS.iter().find(|(k, _)| *k == spec) {
+            Some((_, f)) => *f,
+            None => {
+                check_keywords(spec)?;
+                spec
+            }
+        };
+        // `%{combined}` and `%{common}` (not followed by a letter) expand in place.
+        let expanded;
+        let spec = if KEYWORDS
+            .iter()
+            .any(|(k, _)| spec.contains(&format!("%{{{k}}}")))
+        {
+            let mut s = spec.to_owned();
+            for (k, f) in KEYWORDS {
+                let pat = format!("%{{{k}}}");
+                let mut from = 0;
+                while let Some(n) = s[from..].find(&pat) {
+                    let at = from + n;
+                    let end = at + pat.len();
+                    if s[end..].starts_with(|c: char| c.is_ascii_alphabetic()) {
+                        from = end;
+                        continue;
+                    }
+                    s.replace_range(at..end, f);
+                    from = at + f.len();
+                }
+            }
+            expanded = s;
+            expanded.as_str()
+        } else {
+            spec
         };
         let bytes = spec.as_bytes();
         let mut pieces = Vec::new();
@@ -196,6 +319,15 @@ impl LogFormat {
                 (None, 'l') => Piece::Ident,
                 (None, 'u') => Piece::User,
                 (None, 't') => Piece::Time,
+                (Some("%d/%b/%Y:%H:%M:%S %z" | "%d/%b/%Y:%T %z"), 't') => Piece::TimeBare,
+                (Some("sec"), 't') => Piece::Epoch(TimeUnit::Sec),
+                (Some("msec"), 't') => Piece::Epoch(TimeUnit::Msec),
+                (Some("usec"), 't') => Piece::Epoch(TimeUnit::Usec),
+                (None, 'A') => Piece::LocalIp,
+                (None | Some("local" | "canonical"), 'p') => Piece::LocalPort,
+                (Some("remote"), 'p') => Piece::RemotePort,
+                (Some("raw"), 'q') => Piece::RawQuery,
+                (Some("raw-or-dash"), 'q') => Piece::RawQueryOrDash,
                 (None, 'r') => Piece::RequestLine,
                 (None, 'b') => Piece::BytesClf,
                 (None, 'B') => Piece::Bytes,
@@ -204,6 +336,7 @@ impl LogFormat {
                 (None | Some("s"), 'T') => Piece::Seconds,
                 (None, 'v') => Piece::VhostLabel,
                 (None, 'V') => Piece::Host,
+                (Some("no-port"), 'V') => Piece::HostNoPort,
                 (None, 'U') => Piece::Path,
                 (None, 'q') => Piece::Query,
                 (None, 'm') => Piece::Method,
@@ -244,6 +377,35 @@ impl LogFormat {
                 Piece::Ident => out.push(b'-'),
                 Piece::User => escape_or_dash(out, rec.user.map(str::as_bytes)),
                 Piece::Time => out.extend_from_slice(clock.get(rec.start_time)),
+                Piece::TimeBare => {
+                    let t = clock.get(rec.start_time);
+                    out.extend_from_slice(&t[1..t.len() - 1]);
+                }
+                Piece::Epoch(unit) => {
+                    let now = (rec.start_time + rec.started.elapsed())
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default();
+                    let v = match unit {
+                        TimeUnit::Sec => u128::from(now.as_secs()),
+                        TimeUnit::Msec => now.as_nanos().div_ceil(1_000_000),
+                        TimeUnit::Usec => now.as_nanos().div_ceil(1_000),
+                    };
+                    let _ = write!(out, "{v}");
+                }
+                Piece::LocalIp => {
+                    let _ = write!(out, "{}", req.app_config().local_addr().ip().to_canonical());
+                }
+                Piece::LocalPort => {
+                    let _ = write!(out, "{}", req.app_config().local_addr().port());
+                }
+                Piece::RemotePort => match req.peer_addr() {
+                    Some(a) => {
+                        let _ = write!(out, "{}", a.port());
+                    }
+                    None => out.push(b'-'),
+                },
+                Piece::RawQuery => escape_into(out, req.query_string().as_bytes()),
+                Piece::RawQueryOrDash => escape_or_dash(out, Some(req.query_string().as_bytes())),
                 Piece::RequestLine => {
                     escape_into(out, req.method().as_str().as_bytes());
                     out.push(b' ');
@@ -271,16 +433,26 @@ impl LogFormat {
                 }
                 Piece::Note(name) => escape_or_dash(out, rec.notes.get(name).map(str::as_bytes)),
                 Piece::Micros => {
-                    let _ = write!(out, "{}", rec.started.elapsed().as_micros());
+                    let _ = write!(out, "{}", rec.started.elapsed().as_nanos().div_ceil(1_000));
                 }
                 Piece::Millis => {
-                    let _ = write!(out, "{}", rec.started.elapsed().as_millis());
+                    let _ = write!(
+                        out,
+                        "{}",
+                        rec.started.elapsed().as_nanos().div_ceil(1_000_000)
+                    );
                 }
                 Piece::Seconds => {
-                    let _ = write!(out, "{}", rec.started.elapsed().as_secs());
+                    let secs =
+                        |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                    let end = rec.start_time + rec.started.elapsed();
+                    let _ = write!(out, "{}", secs(end).saturating_sub(secs(rec.start_time)));
                 }
                 Piece::VhostLabel => escape_into(out, rec.vhost_label.as_bytes()),
                 Piece::Host => escape_or_dash(out, request_host(req).map(str::as_bytes)),
+                Piece::HostNoPort => {
+                    escape_or_dash(out, request_host(req).map(|h| strip_port(h).as_bytes()))
+                }
                 Piece::Path => escape_into(out, req.uri().path().as_bytes()),
                 Piece::Query => {
                     if let Some(q) = req.uri().query() {
@@ -630,6 +802,120 @@ mod tests {
             Err(FormatError::ControlChar(2, b'\n'))
         );
         assert!(LogFormat::compile("%h\t%u é").is_ok());
+    }
+
+    /// Issue 11 #11: a format name beside other fields is refused, and
+    /// `%{combined}` inserts the fields.
+    #[test]
+    fn format_names_stand_alone_or_expand() {
+        assert_eq!(
+            LogFormat::compile("combined %{request-id}n"),
+            Err(FormatError::KeywordNotAlone("combined".into()))
+        );
+        assert_eq!(
+            LogFormat::compile("%h COMMON"),
+            Err(FormatError::KeywordNotAlone("common".into()))
+        );
+        assert_eq!(
+            LogFormat::compile("comon"),
+            Err(FormatError::UnknownKeyword("comon".into()))
+        );
+        let e = LogFormat::compile("combined %{request-id}n").unwrap_err();
+        assert!(e.to_string().contains("%{combined}"), "{e}");
+        assert_eq!(
+            LogFormat::compile("%{combined} %{request-id}n").unwrap(),
+            LogFormat::compile(&format!("{COMBINED} %{{request-id}}n")).unwrap()
+        );
+        // Followed by a letter it is a directive's argument, not the name.
+        assert_eq!(
+            LogFormat::compile("%{combined}n").unwrap().pieces,
+            [Piece::Note("combined".into())]
+        );
+        let req = get("/").to_http_request();
+        assert_eq!(
+            line("%{common}|%{common}", &req, 200, 3, None),
+            [r#"192.0.2.7 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 3"#; 2].join("|")
+        );
+        // Words that are not format names are text.
+        assert!(LogFormat::compile("host=%h combinedX").is_ok());
+    }
+
+    /// Issue 11 #5: the directives Cherokee templates and lighttpd formats
+    /// import into, with the source servers' values.
+    #[test]
+    fn source_server_time_and_socket_directives() {
+        let req = get("/p?a=1").to_http_request();
+        let bare = get("/p").to_http_request();
+        // Cherokee ${now}: no brackets.
+        assert_eq!(
+            line("[%{%d/%b/%Y:%H:%M:%S %z}t]", &req, 200, 0, None),
+            "[10/Oct/2000:13:55:36 +0000]"
+        );
+        // ${time_secs}, ${time_msecs}, lighttpd %{usec}t: numbers since the
+        // epoch at the end of the request (here a few µs after the start).
+        let v = |f: &str| line(f, &req, 200, 0, None).parse::<u128>().unwrap();
+        assert_eq!(v("%{sec}t"), 971_186_136);
+        let ms = v("%{msec}t");
+        assert!((971_186_136_001..971_186_137_000).contains(&ms), "{ms}");
+        let us = v("%{usec}t");
+        assert!(
+            (971_186_136_000_001..971_186_137_000_000).contains(&us),
+            "{us}"
+        );
+        // lighttpd rounds durations up: a request of 1.5 ms is 2 ms, not 1.
+        let vh = vhost();
+        let rec = LogRecord {
+            req: &req,
+            vhost: &vh,
+            vhost_label: "site.test",
+            status: StatusCode::OK,
+            body_bytes: 0,
+            start_time: apache_time(),
+            started: Instant::now() - Duration::from_micros(1500),
+            user: None,
+            complete: true,
+            notes: &Default::default(),
+            ext: &Default::default(),
+        };
+        let mut out = Vec::new();
+        LogFormat::compile("%{ms}T %D %T").unwrap().write_line(
+            &rec,
+            &mut TimeCache::default(),
+            &mut out,
+        );
+        let out = String::from_utf8(out).unwrap();
+        let f: Vec<u128> = out.split(' ').map(|x| x.parse().unwrap()).collect();
+        assert!(f[0] >= 2 && f[0] < 1000, "{out}");
+        assert!(f[1] > 1500 && f[1] <= f[0] * 1000, "{out}");
+        assert_eq!(f[2], 0, "{out}");
+        // Listener address and port (the test request's default 127.0.0.1:8080),
+        // the client's port, and lighttpd's and Cherokee's raw query.
+        assert_eq!(
+            line(
+                "%A %p %{local}p %{remote}p [%{raw}q] [%{raw-or-dash}q]",
+                &req,
+                200,
+                0,
+                None
+            ),
+            "127.0.0.1 8080 8080 51234 [a=1] [a=1]"
+        );
+        assert_eq!(
+            line("[%{raw}q] [%{raw-or-dash}q]", &bare, 200, 0, None),
+            "[] [-]"
+        );
+        let ported = TestRequest::default()
+            .uri("/")
+            .insert_header(("host", "Site.test:8080"))
+            .to_http_request();
+        assert_eq!(
+            line("%V %{no-port}V", &ported, 200, 0, None),
+            "Site.test:8080 Site.test"
+        );
+        assert_eq!(
+            LogFormat::compile("%{%Y}t"),
+            Err(FormatError::UnknownDirective("%{%Y}t".into()))
+        );
     }
 
     #[test]
