@@ -92,10 +92,14 @@ VARIANT_SERVERS = {
 # Document root
 
 
-def make_docroot(root):
+def make_docroot(root, many=True):
+    """benches/make-docroot.sh, plus (`many`) the tree of 10,000 small files."""
     # the project's copy of shared/bench/make-docroot.sh, so that a clone runs alone
     script = os.path.join(REPO, "benches", "make-docroot.sh")
     subprocess.run(["bash", script, root], check=True, stdout=subprocess.DEVNULL)
+    os.chmod(root, 0o755)
+    if not many:
+        return
     rnd = random.Random(4)
     for d in range(100):
         dd = os.path.join(root, "many", f"d{d:02d}")
@@ -106,7 +110,6 @@ def make_docroot(root):
             tail = "</body></html>\n"
             with open(os.path.join(dd, f"f{f:02d}.html"), "w") as fh:
                 fh.write(head + "y" * max(0, n - len(head) - len(tail)) + tail)
-    os.chmod(root, 0o755)
 
 
 # --------------------------------------------------------------------------
@@ -116,7 +119,8 @@ def make_docroot(root):
 COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i"'
 
 
-def nginx_conf(w, port, root, variant):
+def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_extra=""):
+    """`nofile`, `connections` and `http_extra` (lines for the http block) are for benches/resilience.py."""
     log = "access_log off;"
     extra = ""
     if variant in ("log", "pipeline"):
@@ -145,11 +149,11 @@ def nginx_conf(w, port, root, variant):
         loc = "location / { }"
     return f"""
 worker_processes {CORES};
-worker_rlimit_nofile 20000;
+worker_rlimit_nofile {nofile};
 daemon off;
 pid {w}/nginx.pid;
 error_log {w}/error.log error;
-events {{ worker_connections 16384; }}
+events {{ worker_connections {connections}; }}
 http {{
     include /etc/nginx/mime.types;
     default_type application/octet-stream;
@@ -169,6 +173,7 @@ http {{
     uwsgi_temp_path {w}/uwsgi;
     scgi_temp_path {w}/scgi;
     {log}{extra}
+    {http_extra}
     server {{
         listen 127.0.0.1:{port} backlog=4096;
         root {root};
@@ -230,8 +235,10 @@ listen:
 TESSERA_STATIC = "open-file-cache-valid = 1000"
 
 
-def tessera_conf(w, port, root, variant):
-    modules = {
+def tessera_conf(w, port, root, variant, connections=16384, server_extra="", vhost_extra="", modules=None):
+    """The keyword arguments are for benches/resilience.py: `server_extra` and
+    `vhost_extra` are TOML lines for [server] and after [vhost.static-file]."""
+    modules = modules or {
         "plain": '["static-file"]',
         "log": '["access-log", "static-file"]',
         "pipeline": '["access-log", "headers", "expires", "static-file"]',
@@ -240,9 +247,10 @@ def tessera_conf(w, port, root, variant):
 listen = ["127.0.0.1:{port}"]
 workers = {CORES}
 keep-alive = 65
-max-connections = 16384
+max-connections = {connections}
 shutdown-timeout = 1
 log-level = "warn"
+{server_extra}
 
 [[vhost]]
 server-names = ["127.0.0.1", "localhost"]
@@ -253,6 +261,7 @@ modules = {modules}
 [vhost.static-file]
 index-files = ["index.html"]
 {TESSERA_STATIC}
+{vhost_extra}
 """
     if variant != "plain":
         conf += f'\n[vhost.access-log]\npath = "{w}/access.log"\nformat = "combined"\n'
@@ -290,18 +299,26 @@ STARTED = []
 
 
 class Server:
-    def __init__(self, name, variant, work, root, tessera_bin):
-        self.name, self.variant = name, variant
-        self.dir = os.path.join(work, f"{name}-{variant}")
+    """`conf_args` go to the configuration writer, `cmd_prefix` before the
+    command (e.g. prlimit), `tag` names the directory (default: the variant)."""
+
+    def __init__(self, name, variant, work, root, tessera_bin, conf_args=None, cmd_prefix=(), tag=None):
+        self.name, self.variant, self.root = name, variant, root
+        self.dir = os.path.join(work, f"{name}-{tag or variant}")
         os.makedirs(self.dir, exist_ok=True)
         os.chmod(self.dir, 0o777)
         self.port = free_port()
         ext = "toml" if name == "tessera" else "conf"
         self.conf = os.path.join(self.dir, f"{name}.{ext}")
-        with open(self.conf, "w") as f:
-            f.write(CONF_WRITERS[name](self.dir, self.port, root, variant))
-        self.cmd = server_cmd(name, self.conf, tessera_bin)
+        self.write_conf(**(conf_args or {}))
+        self.cmd = list(cmd_prefix) + server_cmd(name, self.conf, tessera_bin)
         self.proc = None
+
+    def write_conf(self, **conf_args):
+        """(Re)writes the configuration file atomically (a reload reads it whole)."""
+        with open(self.conf + ".new", "w") as f:
+            f.write(CONF_WRITERS[self.name](self.dir, self.port, self.root, self.variant, **conf_args))
+        os.replace(self.conf + ".new", self.conf)
 
     def start(self):
         out = open(os.path.join(self.dir, "stdout"), "w")
@@ -455,12 +472,20 @@ def file_size(root, test):
 # Load generators
 
 
-def run_wrk(server, test, secs, timeout):
+def wrk_cmd(server, test, secs):
     url = f"http://127.0.0.1:{server.port}{test.path or '/'}"
     script = os.path.join(HERE, "wrk", "random.lua" if test.tool == "wrk-random" else "report.lua")
     threads = max(1, min(CORES, test.conns))
-    cmd = ["wrk", f"-t{threads}", f"-c{test.conns}", f"-d{secs}s", "--timeout", "5s", "-s", script, url]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+    return ["wrk", f"-t{threads}", f"-c{test.conns}", f"-d{secs}s", "--timeout", "5s", "-s", script, url]
+
+
+def run_wrk(server, test, secs, timeout):
+    out = subprocess.run(wrk_cmd(server, test, secs), capture_output=True, text=True, timeout=timeout).stdout
+    return parse_wrk(out)
+
+
+def parse_wrk(out):
+    """wrk's output (with benches/wrk/report.lua) as a dict; errors = socket errors + non-2xx."""
     m = re.search(r"WRKJSON (\{.*\})", out)
     if not m:
         raise RuntimeError(f"wrk printed no summary: {out[-500:]}")

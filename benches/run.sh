@@ -18,19 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case " $* " in *" --help "*|*" -h "*) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
 
-need=()
-for pair in nginx:nginx lighttpd:lighttpd h2o:h2o wrk:wrk ab:apache2-utils httperf:httperf; do
-  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "run.sh: installing ${need[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  else
-    echo "run.sh: missing ${need[*]} (apt-get install them as root); continuing without" >&2
-  fi
-fi
+. benches/tools.sh
+install_missing run.sh nginx:nginx lighttpd:lighttpd h2o:h2o wrk:wrk ab:apache2-utils httperf:httperf
 for t in wrk python3; do command -v $t >/dev/null || { echo "run.sh: $t is required" >&2; exit 1; }; done
 
 target=${CARGO_TARGET_DIR:-target}
