@@ -22,6 +22,7 @@
 //! assert_eq!(cfg.vhosts.select(Some("A.test:80")).label, "a.test");
 //! ```
 
+pub mod body;
 pub mod config;
 pub mod conn;
 pub mod context;

@@ -741,7 +741,9 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         .collect();
     let (user, notes, ext) = cx.into_parts();
     let status = res.status();
+    let sendfile = res.extensions().get::<crate::body::SendFile>().cloned();
     let state = LogState {
+        sendfile,
         req: req.clone(),
         cfg: cfg.clone(),
         vhost: vhost.info.index,
@@ -815,6 +817,8 @@ fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handl
 }
 
 struct LogState {
+    /// The file body's handle, when the engine may send it itself.
+    sendfile: Option<crate::body::SendFile>,
     req: HttpRequest,
     cfg: Arc<Config>,
     vhost: usize,
@@ -866,16 +870,24 @@ impl Drop for LoggedBody {
     fn drop(&mut self) {
         let s = &self.state;
         let vhost = &s.cfg.vhosts.all()[s.vhost];
+        // bytes the engine sent with sendfile(2) never passed through here
+        let (body_bytes, complete) = match s.sendfile.as_ref().and_then(|h| h.engine_sent()) {
+            Some((sent, total)) => (s.sent + sent, sent == total),
+            None => (
+                s.sent,
+                s.complete || matches!(self.body.size(), BodySize::None | BodySize::Sized(0)),
+            ),
+        };
         let rec = LogRecord {
             req: &s.req,
             vhost: &vhost.info,
             vhost_label: &vhost.label,
             status: s.status,
-            body_bytes: s.sent,
+            body_bytes,
             start_time: s.start_time,
             started: s.started,
             user: s.user.as_deref(),
-            complete: s.complete || matches!(self.body.size(), BodySize::None | BodySize::Sized(0)),
+            complete,
             notes: &s.notes,
             ext: &s.ext,
         };

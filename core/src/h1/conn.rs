@@ -285,6 +285,14 @@ async fn write_response(
     keep: bool,
     st: &Settings,
 ) -> std::io::Result<bool> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let sendfile = if is_head {
+        None
+    } else {
+        res.extensions().get::<crate::body::SendFile>().cloned()
+    };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let sendfile: Option<crate::body::SendFile> = None;
     let (res, body) = res.into_parts();
     let status = res.status();
     let mut size = body.size();
@@ -346,8 +354,24 @@ async fn write_response(
         send(io, &w, st).await?;
         return Ok(keep);
     }
-    let complete = send_body(io, w, body, size, chunked, is_head, st).await?;
+    let out = BodyOut {
+        size,
+        chunked,
+        is_head,
+    };
+    let complete = send_body(io, w, body, out, sendfile, st).await?;
     Ok(keep && complete)
+}
+
+/// How a response body goes out.
+#[derive(Clone, Copy)]
+struct BodyOut {
+    /// As the body announced it (`None` for a status without a body).
+    size: BodySize,
+    /// Chunked transfer coding (a stream on HTTP/1.1).
+    chunked: bool,
+    /// A HEAD request: the body is polled, never written.
+    is_head: bool,
 }
 
 /// Polls the body to its end and writes it (nothing for HEAD, whose body is
@@ -358,15 +382,37 @@ async fn send_body(
     io: &mut TcpStream,
     mut w: BytesMut,
     body: BoxBody,
-    size: BodySize,
-    chunked: bool,
-    is_head: bool,
+    out: BodyOut,
+    sendfile: Option<crate::body::SendFile>,
     st: &Settings,
 ) -> std::io::Result<bool> {
+    let BodyOut {
+        size,
+        chunked,
+        is_head,
+    } = out;
     let mut body = std::pin::pin!(body);
     let mut sent: u64 = 0;
-    loop {
+    let mut first = None;
+    if let (Some(sf), BodySize::Sized(_), false) = (&sendfile, size, chunked) {
+        sf.offer();
         let next = std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await;
+        match (next, sf.take_handed()) {
+            (None, Some(segments)) => {
+                #[cfg(any(target_os = "linux", target_os = "android"))]
+                return zero_copy::send_segments(io, w, segments, sf, st).await;
+                #[cfg(not(any(target_os = "linux", target_os = "android")))]
+                unreachable!("no sendfile offer here: {}", segments.len());
+            }
+            // a module replaced the file body: send what it yields
+            (next, _) => first = Some(next),
+        }
+    }
+    loop {
+        let next = match first.take() {
+            Some(n) => n,
+            None => std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await,
+        };
         match next {
             Some(Ok(chunk)) => {
                 if is_head || chunk.is_empty() {
@@ -422,6 +468,107 @@ async fn send_body(
         _ => true,
     };
     Ok(whole)
+}
+
+/// `sendfile(2)` from the open file to the socket, the head in front with
+/// `MSG_MORE` so that it leaves in the first segment's packet (nginx
+/// `sendfile on; tcp_nopush on`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod zero_copy {
+    use bytes::{BufMut, BytesMut};
+    use tokio::io::Interest;
+    use tokio::time::{timeout_at, Instant};
+
+    use super::{count_timeout, Settings, TcpStream};
+    use crate::body::{Segment, Segments, SendFile};
+
+    /// Largest count passed to one `sendfile` call (Linux caps one call
+    /// near 2 GiB).
+    const MAX_SENDFILE: u64 = 1 << 30;
+
+    /// Waits until `io` is writable, within the send timeout from `since`.
+    async fn writable(io: &TcpStream, st: &Settings, since: Instant) -> std::io::Result<()> {
+        match timeout_at(since + st.send_timeout, io.writable()).await {
+            Ok(r) => r,
+            Err(_) => {
+                count_timeout();
+                Err(std::io::ErrorKind::TimedOut.into())
+            }
+        }
+    }
+
+    /// Sends `buf` whole with `MSG_MORE` (more follows at once).
+    async fn send_more(io: &TcpStream, buf: &[u8], st: &Settings) -> std::io::Result<()> {
+        let mut at = 0;
+        let mut since = Instant::now();
+        while at < buf.len() {
+            writable(io, st, since).await?;
+            let r = io.try_io(Interest::WRITABLE, || {
+                rustix::net::send(io, &buf[at..], rustix::net::SendFlags::MORE)
+                    .map_err(std::io::Error::from)
+            });
+            match r {
+                Ok(n) => {
+                    at += n;
+                    since = Instant::now();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the head in `w` and the handed `segments`. `false`: the file
+    /// shrank (fewer bytes than announced went out), so the connection closes.
+    pub(super) async fn send_segments(
+        io: &mut TcpStream,
+        mut w: BytesMut,
+        segments: Segments,
+        sf: &SendFile,
+        st: &Settings,
+    ) -> std::io::Result<bool> {
+        for seg in segments {
+            match seg {
+                Segment::Bytes(b) => {
+                    w.put_slice(&b);
+                    sf.add_sent(b.len() as u64);
+                }
+                Segment::File { offset, len } => {
+                    if !w.is_empty() {
+                        send_more(io, &w, st).await?;
+                        w.clear();
+                    }
+                    let (mut off, end) = (offset, offset + len);
+                    let mut since = Instant::now();
+                    while off < end {
+                        writable(io, st, since).await?;
+                        let count = (end - off).min(MAX_SENDFILE) as usize;
+                        let r = io.try_io(Interest::WRITABLE, || {
+                            rustix::fs::sendfile(&*io, sf.file(), Some(&mut off), count)
+                                .map_err(std::io::Error::from)
+                        });
+                        match r {
+                            Ok(0) => {
+                                tracing::warn!("static-file: a file shrank while it was sent; connection closed");
+                                return Ok(false);
+                            }
+                            Ok(n) => {
+                                sf.add_sent(n as u64);
+                                since = Instant::now();
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+            }
+        }
+        if !w.is_empty() {
+            super::send(io, &w, st).await?;
+        }
+        Ok(true)
+    }
 }
 
 /// Decimal digits of `n` without allocating.

@@ -18,19 +18,8 @@ use tessera_core::actix_web::body::{BodySize, MessageBody};
 /// 1.15-1.66 with 128 KiB and more with 256 KiB.
 pub const CHUNK: u64 = 64 * 1024;
 
-/// A piece of a file response body.
-#[derive(Debug)]
-pub enum Segment {
-    /// Bytes generated in memory (multipart boundaries and part headers).
-    Bytes(Bytes),
-    /// `len` bytes of the file (or of its bytes in memory) from `offset`.
-    File {
-        /// Offset in bytes.
-        offset: u64,
-        /// Length in bytes.
-        len: u64,
-    },
-}
+pub use tessera_core::body::Segment;
+use tessera_core::body::{Segments, SendFile};
 
 /// A body made of segments of one open file; its size is known up front, so it is
 /// sent with Content-Length. If the file shrinks while it is sent, the body ends
@@ -41,8 +30,8 @@ pub enum Segment {
 /// [`CHUNK`] bytes, as nginx does without `aio`); extents of a file held in
 /// memory are slices of its shared buffer (no copy).
 pub struct FileBody {
-    source: Source,
-    segments: SmallVec<[Segment; 3]>,
+    source: Src,
+    segments: Segments,
     next: usize,
     size: u64,
 }
@@ -65,13 +54,11 @@ impl FileBody {
     /// A body of `segments` from `source`. Extents must lie inside a
     /// [`Source::Memory`] buffer.
     pub fn with_source(source: Source, segments: SmallVec<[Segment; 3]>) -> Self {
-        let size = segments
-            .iter()
-            .map(|s| match s {
-                Segment::Bytes(b) => b.len() as u64,
-                Segment::File { len, .. } => *len,
-            })
-            .sum();
+        let source = match source {
+            Source::File(f) => Src::File(SendFile::new(f)),
+            Source::Memory(b) => Src::Memory(b),
+        };
+        let size = tessera_core::body::len(&segments);
         FileBody {
             source,
             segments,
@@ -79,6 +66,22 @@ impl FileBody {
             size,
         }
     }
+
+    /// The handle through which the HTTP/1.1 engine may send this body with
+    /// `sendfile(2)` (`None` for a body held in memory); static-file puts it
+    /// in the response's extensions.
+    pub fn sendfile(&self) -> Option<SendFile> {
+        match &self.source {
+            Src::File(sf) => Some(sf.clone()),
+            Src::Memory(_) => None,
+        }
+    }
+}
+
+/// The source of a [`FileBody`] once built.
+enum Src {
+    File(SendFile),
+    Memory(Bytes),
 }
 
 impl MessageBody for FileBody {
@@ -93,6 +96,16 @@ impl MessageBody for FileBody {
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
         let this = self.get_mut();
+        if let Src::File(sf) = &this.source {
+            if sf.offered() {
+                // the engine sends the rest itself
+                let rest: Segments = this.segments.drain(this.next..).collect();
+                this.next = 0;
+                this.segments.clear();
+                sf.hand_over(rest);
+                return Poll::Ready(None);
+            }
+        }
         loop {
             let Some(seg) = this.segments.get_mut(this.next) else {
                 return Poll::Ready(None);
@@ -108,12 +121,12 @@ impl MessageBody for FileBody {
                 Segment::File { len: 0, .. } => this.next += 1,
                 Segment::File { offset, len } => {
                     let file = match &this.source {
-                        Source::Memory(b) => {
+                        Src::Memory(b) => {
                             let (start, n) = (*offset as usize, *len as usize);
                             this.next += 1;
                             return Poll::Ready(Some(Ok(b.slice(start..start + n))));
                         }
-                        Source::File(f) => f,
+                        Src::File(sf) => sf.file(),
                     };
                     let n = (*len).min(CHUNK) as usize;
                     let mut buf = vec![0u8; n];

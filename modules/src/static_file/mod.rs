@@ -528,6 +528,20 @@ pub fn serve_file(
     respond(cx, &info, Source::File(file), rep.headers)
 }
 
+/// A response with a file body whose `sendfile(2)` handle rides in the
+/// extensions, for the HTTP/1.1 engine ([`tessera_core::body`]).
+fn with_sendfile(
+    mut builder: tessera_core::actix_web::HttpResponseBuilder,
+    body: FileBody,
+) -> HttpResponse {
+    let handle = body.sendfile();
+    let mut r = builder.body(body);
+    if let Some(h) = handle {
+        r.extensions_mut().insert(h);
+    }
+    r
+}
+
 /// The response for a file described by `info` whose bytes come from `source`
 /// (see [`serve_file`]); `extra` is added to 200 and 206 responses.
 fn respond(
@@ -582,13 +596,16 @@ fn respond(
             let mut r = match source {
                 Source::Memory(b) => HttpResponse::PartialContent()
                     .body(b.slice(br.start as usize..(br.start + br.len) as usize)),
-                Source::File(file) => HttpResponse::PartialContent().body(FileBody::new(
-                    file,
-                    smallvec![Segment::File {
-                        offset: br.start,
-                        len: br.len
-                    }],
-                )),
+                Source::File(file) => with_sendfile(
+                    HttpResponse::PartialContent(),
+                    FileBody::new(
+                        file,
+                        smallvec![Segment::File {
+                            offset: br.start,
+                            len: br.len
+                        }],
+                    ),
+                ),
             };
             if let Ok(v) =
                 HeaderValue::from_str(&format!("bytes {}-{}/{size}", br.start, br.last()))
@@ -616,7 +633,10 @@ fn respond(
                 });
             }
             segs.push(Segment::Bytes(Bytes::from(format!("\r\n--{b}--\r\n"))));
-            let mut r = HttpResponse::PartialContent().body(FileBody::with_source(source, segs));
+            let mut r = with_sendfile(
+                HttpResponse::PartialContent(),
+                FileBody::with_source(source, segs),
+            );
             if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={b}")) {
                 r.headers_mut().insert(header::CONTENT_TYPE, v);
             }
@@ -635,13 +655,16 @@ fn respond(
                             return error_response(StatusCode::INTERNAL_SERVER_ERROR);
                         }
                     },
-                    Source::File(file) => HttpResponse::Ok().body(FileBody::new(
-                        file,
-                        smallvec![Segment::File {
-                            offset: 0,
-                            len: size
-                        }],
-                    )),
+                    Source::File(file) => with_sendfile(
+                        HttpResponse::Ok(),
+                        FileBody::new(
+                            file,
+                            smallvec![Segment::File {
+                                offset: 0,
+                                len: size
+                            }],
+                        ),
+                    ),
                 }
             };
             r.headers_mut().insert(header::CONTENT_TYPE, ctype);

@@ -1,0 +1,116 @@
+//! A file response body that a connection engine may send with `sendfile(2)`
+//! instead of reading it into memory (nginx `sendfile on`).
+//!
+//! static-file builds its body over a [`SendFile`] and puts a clone of the
+//! handle in the response's extensions. An engine that can send files (the
+//! plain-TCP HTTP/1.1 engine on Linux) calls [`SendFile::offer`], then polls
+//! the body once: a file body that sees the offer hands its segments over
+//! ([`SendFile::take_handed`]) and ends; a body that a later module replaced
+//! ignores the offer and yields its own bytes, which the engine sends as
+//! usual. TLS and HTTP/2 never offer, and read the file in chunks.
+
+use std::cell::{Cell, RefCell};
+use std::fs::File;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+/// A piece of a file response body.
+#[derive(Debug)]
+pub enum Segment {
+    /// Bytes generated in memory (multipart boundaries and part headers).
+    Bytes(Bytes),
+    /// `len` bytes of the file from `offset`.
+    File {
+        /// Offset in bytes.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+}
+
+/// The segments of a body, usually one or three.
+pub type Segments = SmallVec<[Segment; 3]>;
+
+/// The bytes `segments` add up to.
+pub fn len(segments: &[Segment]) -> u64 {
+    segments
+        .iter()
+        .map(|s| match s {
+            Segment::Bytes(b) => b.len() as u64,
+            Segment::File { len, .. } => *len,
+        })
+        .sum()
+}
+
+#[derive(Debug)]
+struct Parts {
+    file: File,
+    offered: Cell<bool>,
+    handed: RefCell<Option<Segments>>,
+    /// The body handed its segments over.
+    was_handed: Cell<bool>,
+    /// Bytes the engine sent of the handed segments, and their total.
+    sent: Cell<u64>,
+    total: Cell<u64>,
+}
+
+/// The shared handle of one file body (see the module docs). Cloning shares.
+#[derive(Debug, Clone)]
+pub struct SendFile(Rc<Parts>);
+
+impl SendFile {
+    /// A handle for a body of `file`.
+    pub fn new(file: File) -> Self {
+        SendFile(Rc::new(Parts {
+            file,
+            offered: Cell::new(false),
+            handed: RefCell::new(None),
+            was_handed: Cell::new(false),
+            sent: Cell::new(0),
+            total: Cell::new(0),
+        }))
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.0.file
+    }
+
+    /// Engine: asks the body to hand its segments over at its next poll.
+    pub fn offer(&self) {
+        self.0.offered.set(true);
+    }
+
+    /// Body: true when the engine offered to send the file itself.
+    pub fn offered(&self) -> bool {
+        self.0.offered.get()
+    }
+
+    /// Body: hands the unsent segments to the engine (then it yields nothing).
+    pub fn hand_over(&self, segments: Segments) {
+        self.0.total.set(len(&segments));
+        self.0.was_handed.set(true);
+        *self.0.handed.borrow_mut() = Some(segments);
+    }
+
+    /// Engine: the segments the body handed over, if it did.
+    pub fn take_handed(&self) -> Option<Segments> {
+        self.0.handed.borrow_mut().take()
+    }
+
+    /// Engine: `n` more bytes of the handed segments reached the socket.
+    pub fn add_sent(&self, n: u64) {
+        self.0.sent.set(self.0.sent.get() + n);
+    }
+
+    /// Log phase: (bytes sent, bytes handed over) when the engine sent the
+    /// body; `None` when the body was polled as usual.
+    pub fn engine_sent(&self) -> Option<(u64, u64)> {
+        self.0
+            .was_handed
+            .get()
+            .then(|| (self.0.sent.get(), self.0.total.get()))
+    }
+}
