@@ -653,6 +653,58 @@ fn running_out_of_descriptors_slows_accepting_and_recovers() {
     assert!(ok, "did not recover");
 }
 
+/// Out of descriptors, a file that exists is 503 with Retry-After, never
+/// 404 (the resilience benchmark saw 404s for index.html at the limit).
+#[test]
+fn out_of_descriptors_a_file_is_503_never_404() {
+    let d = TempDir::new("fds404");
+    d.write("www/ten.txt", "0123456789");
+    let conf = d.write(
+        "server.toml",
+        site(
+            "",
+            "modules = [\"static-file\"]\n[vhost.static-file]\nopen-file-cache = 0\n",
+        ),
+    );
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=40:40")
+        .arg(crate::util::bin())
+        .arg("-c")
+        .arg(&conf)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    // more connections than descriptors, each with a request (bounded)
+    let mut conns = Vec::new();
+    for _ in 0..60 {
+        if let Ok(mut c) = TcpStream::connect(addr) {
+            c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let _ = c.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: site.test\r\n\r\n");
+            conns.push(c);
+        }
+    }
+    let mut statuses = std::collections::BTreeMap::new();
+    for c in conns.iter_mut() {
+        let mut buf = [0u8; 12];
+        if c.read_exact(&mut buf).is_ok() {
+            let code = String::from_utf8_lossy(&buf[9..12]).into_owned();
+            *statuses.entry(code).or_insert(0) += 1;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!statuses.contains_key("404"), "{statuses:?}");
+    assert!(
+        statuses.contains_key("503"),
+        "the limit was never reached: {statuses:?}"
+    );
+}
+
 #[test]
 fn status_module_text_prometheus_and_access() {
     let s = Server::start(

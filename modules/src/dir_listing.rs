@@ -226,6 +226,7 @@ impl Module for DirListing {
         match resolve::open(&self.root, &dir, self.symlinks) {
             Resolved::Dir => {}
             Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
+            Resolved::Unavailable => return Some(crate::static_file::unavailable()),
             Resolved::NotFound | Resolved::File(..) => return None,
         }
         let m = cx.req.method();

@@ -232,6 +232,7 @@ impl Module for StaticFile {
         match resolve::open(&self.root, &full, self.symlinks) {
             Resolved::NotFound => None,
             Resolved::Forbidden => Some(error_response(StatusCode::FORBIDDEN)),
+            Resolved::Unavailable => Some(unavailable()),
             Resolved::File(file, meta) => {
                 if path.ends_with('/') {
                     return None;
@@ -261,6 +262,7 @@ impl Module for StaticFile {
                             return Some(self.serve(cx, index, dir, file, &meta, extension(name)));
                         }
                         Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
+                        Resolved::Unavailable => return Some(unavailable()),
                         _ => {}
                     }
                 }
@@ -526,6 +528,16 @@ pub fn serve_file(
 ) -> HttpResponse {
     let info = FileInfo::new(meta, rep.content_type.clone(), rep.etag, rep.etag_suffix);
     respond(cx, &info, Source::File(file), rep.headers)
+}
+
+/// 503 with `Retry-After: 1`: the file could not be opened for want of
+/// descriptors or memory (it may well exist; a 404 would be a lie that caches
+/// and crawlers keep).
+pub fn unavailable() -> HttpResponse {
+    let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 /// A response with a file body whose `sendfile(2)` handle rides in the

@@ -31,6 +31,9 @@ pub enum Resolved {
     NotFound,
     /// There, but refused: symlink policy, permissions, or not a regular file.
     Forbidden,
+    /// Could not be opened for want of resources (`EMFILE`, `ENFILE`,
+    /// `ENOMEM`): a 503, never a 404 for a file that exists.
+    Unavailable,
     /// A directory.
     Dir,
     /// A regular file, opened, with the metadata of the open descriptor (so that
@@ -39,8 +42,9 @@ pub enum Resolved {
 }
 
 fn io_refusal(e: &std::io::Error) -> Resolved {
-    match e.kind() {
-        ErrorKind::PermissionDenied => Resolved::Forbidden,
+    match (e.kind(), e.raw_os_error()) {
+        (ErrorKind::PermissionDenied, _) => Resolved::Forbidden,
+        (_, Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)) => Resolved::Unavailable,
         _ => Resolved::NotFound,
     }
 }
