@@ -260,6 +260,32 @@ async fn send(io: &mut TcpStream, bytes: &[u8], st: &Settings) -> std::io::Resul
     }
 }
 
+/// Writes `a` then `b` whole, with `writev` (one system call, one packet
+/// when they fit), within the send timeout of each write.
+async fn send_pair(io: &mut TcpStream, a: &[u8], b: &[u8], st: &Settings) -> std::io::Result<()> {
+    let (mut a, mut b) = (a, b);
+    while !a.is_empty() {
+        let bufs = [std::io::IoSlice::new(a), std::io::IoSlice::new(b)];
+        let n = match timeout_at(Instant::now() + st.send_timeout, io.write_vectored(&bufs)).await {
+            Ok(r) => r?,
+            Err(_) => {
+                count_timeout();
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        if n < a.len() {
+            a = &a[n..];
+        } else {
+            b = &b[n - a.len()..];
+            a = &[];
+        }
+    }
+    send(io, b, st).await
+}
+
 /// A body-less answer of the engine itself, and a close.
 async fn write_error(io: &mut TcpStream, status: StatusCode, st: &Settings) -> std::io::Result<()> {
     let mut b = BytesMut::with_capacity(128);
@@ -434,11 +460,9 @@ async fn send_body(
                         w.put_slice(b"\r\n");
                     }
                 } else {
-                    if !w.is_empty() {
-                        send(io, &w, st).await?;
-                        w.clear();
-                    }
-                    send(io, &chunk, st).await?;
+                    // the head (or what is pending) and the chunk in one writev
+                    send_pair(io, &w, &chunk, st).await?;
+                    w.clear();
                     if chunked {
                         w.put_slice(b"\r\n");
                     }
