@@ -195,7 +195,7 @@ pub async fn serve<S>(
         }
         // no buffer is held while idle
         if buf.is_empty() {
-            buf = BytesMut::new();
+            pool::give(std::mem::take(&mut buf));
         }
     }
 }
@@ -226,13 +226,31 @@ async fn read_head(
             Some(t) => t + st.header_timeout,
             None => Instant::now() + st.keep_alive.unwrap_or(st.header_timeout),
         };
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(READ_CHUNK);
-        }
-        let read = tokio::select! {
-            r = timeout_at(deadline, io.read_buf(buf)) => r,
-            // an idle connection closes at shutdown; one mid-head gets its deadline
-            () = shutdown.notified(), if head_since.is_none() => return Ok(None),
+        let read = if buf.is_empty() {
+            // idle: wait for bytes without a buffer, then take one from the pool
+            let ready = tokio::select! {
+                r = timeout_at(deadline, io.readable()) => r,
+                // an idle connection closes at shutdown; one mid-head gets its deadline
+                () = shutdown.notified(), if head_since.is_none() => return Ok(None),
+            };
+            match ready {
+                Ok(Ok(())) => {
+                    if buf.capacity() == 0 {
+                        *buf = pool::take();
+                    }
+                    match io.try_read_buf(buf) {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        r => Ok(r),
+                    }
+                }
+                Ok(Err(e)) => Ok(Err(e)),
+                Err(t) => Err(t),
+            }
+        } else {
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(READ_CHUNK);
+            }
+            timeout_at(deadline, io.read_buf(buf)).await
         };
         match read {
             Ok(Ok(0)) | Ok(Err(_)) => {
@@ -331,7 +349,7 @@ async fn write_response(
     let chunked = matches!(size, BodySize::Stream) && version == Version::HTTP_11;
     // an HTTP/1.0 stream is delimited by the close
     let keep = keep && (chunked || !matches!(size, BodySize::Stream));
-    let mut w = BytesMut::with_capacity(512);
+    let mut w = pool::take();
     w.put_slice(if version == Version::HTTP_10 {
         b"HTTP/1.0 "
     } else {
@@ -378,6 +396,7 @@ async fn write_response(
     if matches!(size, BodySize::None) {
         drop(body);
         send(io, &w, st).await?;
+        pool::give(w);
         return Ok(keep);
     }
     let out = BodyOut {
@@ -487,6 +506,7 @@ async fn send_body(
     if !w.is_empty() {
         send(io, &w, st).await?;
     }
+    pool::give(w);
     let whole = match size {
         BodySize::Sized(n) => is_head || sent == n,
         _ => true,
@@ -591,7 +611,54 @@ mod zero_copy {
         if !w.is_empty() {
             super::send(io, &w, st).await?;
         }
+        super::pool::give(w);
         Ok(true)
+    }
+}
+
+/// Buffers of this worker thread: a connection takes one when bytes arrive
+/// or a response is written and gives it back when done, so an idle
+/// keep-alive connection holds none (h2o and lighttpd pool buffers the same
+/// way; actix-http keeps 8 KiB read and write buffers per connection).
+mod pool {
+    use std::cell::RefCell;
+
+    use bytes::BytesMut;
+
+    /// Capacity of a new buffer, bytes.
+    const SIZE: usize = super::READ_CHUNK;
+    /// Larger buffers (a head or a coalesced body that grew) are freed.
+    const MAX: usize = 64 * 1024;
+    /// Buffers kept per worker thread.
+    const KEEP: usize = 256;
+
+    thread_local! {
+        static FREE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// An empty buffer of at least [`SIZE`] bytes.
+    pub(super) fn take() -> BytesMut {
+        FREE.with(|f| f.borrow_mut().pop())
+            .unwrap_or_else(|| BytesMut::with_capacity(SIZE))
+    }
+
+    /// Returns a buffer for reuse.
+    pub(super) fn give(mut b: BytesMut) {
+        if b.capacity() == 0 {
+            return;
+        }
+        b.clear();
+        // the front a buffer advanced past is reclaimed here when possible
+        b.reserve(SIZE);
+        if b.capacity() > MAX {
+            return;
+        }
+        FREE.with(|f| {
+            let mut f = f.borrow_mut();
+            if f.len() < KEEP {
+                f.push(b);
+            }
+        });
     }
 }
 
