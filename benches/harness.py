@@ -47,7 +47,9 @@ REPO = os.path.dirname(HERE)
 HZ = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
 CORES = os.cpu_count() or 1
-ALL_SERVERS = ["nginx", "lighttpd", "h2o", "tessera"]
+# "tessera-actix" is Tessera with `http1-engine = "actix"` (actix-http's engine
+# in place of Tessera's own), so that one run compares both engines.
+ALL_SERVERS = ["nginx", "lighttpd", "h2o", "tessera", "tessera-actix"]
 
 # --------------------------------------------------------------------------
 # The test matrix. `variant` selects the server configurations: "plain" (no
@@ -283,10 +285,18 @@ def server_cmd(name, conf, tessera_bin):
         "lighttpd": ["lighttpd", "-D", "-f", conf],
         "h2o": ["h2o", "-c", conf],
         "tessera": [tessera_bin, "-c", conf],
+        "tessera-actix": [tessera_bin, "-c", conf],
     }[name]
 
 
-CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf}
+def tessera_actix_conf(w, port, root, variant, **kw):
+    """Tessera on actix-http's HTTP/1 engine (`[server] http1-engine`)."""
+    kw["server_extra"] = (kw.get("server_extra", "") + '\nhttp1-engine = "actix"').strip()
+    return tessera_conf(w, port, root, variant, **kw)
+
+
+CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf,
+                "tessera-actix": tessera_actix_conf}
 
 
 def free_port():
@@ -308,7 +318,7 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         os.chmod(self.dir, 0o777)
         self.port = free_port()
-        ext = "toml" if name == "tessera" else "conf"
+        ext = "toml" if name.startswith("tessera") else "conf"
         self.conf = os.path.join(self.dir, f"{name}.{ext}")
         self.write_conf(**(conf_args or {}))
         self.cmd = list(cmd_prefix) + server_cmd(name, self.conf, tessera_bin)
@@ -768,7 +778,7 @@ def main():
         tests = [t for t in TESTS if t.name in want]
     if hard < 20100:
         tests = [t for t in tests if t.conns < 10000] if hard < 10100 else tests
-    installed = [s for s in ALL_SERVERS if s == "tessera" or shutil.which(s)]
+    installed = [s for s in ALL_SERVERS if s.startswith("tessera") or shutil.which(s)]
     servers = args.servers.split(",") if args.servers else installed
     servers = [s for s in ALL_SERVERS if s in servers and s in installed]
 

@@ -75,6 +75,7 @@ CHILDREN = []
 BASE_CONF = {
     "nginx": {"nofile": 60000, "connections": 25000, "http_extra": f"client_header_timeout {HEADER_TIMEOUT}s;"},
     "tessera": {"connections": 25000, "server_extra": f"client-header-timeout = {HEADER_TIMEOUT}"},
+    "tessera-actix": {"connections": 25000, "server_extra": f"client-header-timeout = {HEADER_TIMEOUT}"},
 }
 
 
@@ -632,7 +633,7 @@ def main():
     if nofile < args.connections + 100:
         print(f"resilience: RLIMIT_NOFILE is {nofile} (no CAP_SYS_RESOURCE to raise it): a single-process "
               f"server cannot hold {args.connections:,} connections here", flush=True)
-    servers = [s for s in args.servers.split(",") if s == "tessera" or shutil.which(s)]
+    servers = [s for s in args.servers.split(",") if s.startswith("tessera") or shutil.which(s)]
     scenarios = [s for s in args.scenarios.split(",") if s in ("hold", "slowloris", "descriptors", "reload")]
 
     work = tempfile.mkdtemp(prefix="tessera-resilience-")
