@@ -331,3 +331,26 @@ fn vhost_listen_errors() {
         "{e}"
     );
 }
+
+/// An environment override of a key the file also sets (`max-body-size` in
+/// the file, `TESSERA_SERVER__MAX_BODY_SIZE` in the environment) replaces it;
+/// it was refused as a duplicate field.
+#[test]
+fn environment_overrides_a_key_the_file_sets() {
+    let d = TempDir::new("env");
+    d.mkdir("www");
+    let f = d.write(
+        "server.toml",
+        site_config("\"static-file\"", "")
+            .replace("workers = 2", "workers = 2\nmax-body-size = 10"),
+    );
+    let s = crate::util::Server::start_with_env(
+        &std::fs::read_to_string(&f).unwrap(),
+        &[("TESSERA_SERVER__MAX_BODY_SIZE", "20")],
+        |d| {
+            d.write("www/a.txt", "a");
+        },
+    );
+    assert_eq!(s.req("POST", "/a.txt", &["Content-Length: 15"]).status, 405);
+    assert_eq!(s.req("POST", "/a.txt", &["Content-Length: 21"]).status, 413);
+}

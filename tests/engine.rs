@@ -228,3 +228,80 @@ fn a_trickled_head_gets_408() {
         String::from_utf8_lossy(&out)
     );
 }
+
+/// A bare LF inside a chunk extension: an LF-tolerant front end would read
+/// the bytes after it as data; the engine refuses the body, and nothing
+/// behind it is ever served (found by a hostile review).
+#[test]
+fn a_bare_lf_in_a_chunk_extension_never_smuggles_a_request() {
+    let s = server("");
+    let inner = b"0\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n";
+    let mut req =
+        b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n2;\nxx\r\n"
+            .to_vec();
+    req.extend_from_slice(format!("{:x}\r\n", inner.len()).as_bytes());
+    req.extend_from_slice(inner);
+    req.extend_from_slice(b"\r\n0\r\n\r\n");
+    let raw = s.raw(&req);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.contains("\r\n\r\nbb"), "{text}");
+    let log = std::fs::read_to_string(s.dir.path().join("access.log")).unwrap_or_default();
+    assert!(
+        !log.contains("/b.txt"),
+        "a smuggled request was served: {log}"
+    );
+}
+
+/// A client that sends a whole body before it reads gets the whole response
+/// (the body is read first); it once stalled against the response until
+/// the send timeout reset the connection.
+#[test]
+fn a_body_sent_before_reading_never_deadlocks_a_large_response() {
+    let s = Server::start(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nhttp1-engine = \"tessera\"\nsend-timeout = 3\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+        |d| {
+            d.write("www/big.bin", vec![7u8; 4 << 20]);
+        },
+    );
+    // small socket buffers, as a busy client's would be
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(32 << 10).unwrap();
+    sock.set_send_buffer_size(32 << 10).unwrap();
+    sock.connect(&s.addr.into()).unwrap();
+    let mut c: TcpStream = sock.into();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = vec![b'x'; 1 << 20];
+    let mut req = format!("GET /big.bin HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
+    req.extend_from_slice(&body);
+    c.write_all(&req).unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).unwrap();
+    let r = Response::parse(&out, false);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 4 << 20);
+}
+
+/// Closing after a response reads what the client still sends instead of
+/// resetting the connection, which would destroy the unread response bytes.
+#[test]
+fn a_close_lingers_so_the_response_arrives_whole() {
+    let s = Server::start(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nhttp1-engine = \"tessera\"\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+        |d| {
+            d.write("www/big.bin", vec![9u8; 8 << 20]);
+        },
+    );
+    let mut c = connect(&s);
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    // more bytes arrive after the server decided to close, before the client
+    // has read the response
+    let mut first = [0u8; 1];
+    c.read_exact(&mut first).unwrap();
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    let mut out = first.to_vec();
+    c.read_to_end(&mut out).unwrap();
+    let r = Response::parse(&out, false);
+    assert_eq!(r.body.len(), 8 << 20);
+}

@@ -294,6 +294,27 @@ pub fn load_value(file: &Path) -> Result<Value, ConfigError> {
         .map_err(|err| e.at("", one_line(&err.to_string())))
 }
 
+/// The `[server]` table with `_` in its keys (and `[server.tls]`'s) written
+/// `-`: environment overrides name keys with `_` (`TESSERA_SERVER__MAX_BODY_SIZE`),
+/// and the file's `max-body-size` must not then count as a second field. The
+/// `_` form wins, as the environment does.
+fn dashed_keys(v: &Value) -> Value {
+    let Some(m) = v.as_object() else {
+        return v.clone();
+    };
+    let mut out = Map::new();
+    let (dashed, underscored): (Vec<_>, Vec<_>) = m.iter().partition(|(k, _)| !k.contains('_'));
+    for (k, val) in dashed.into_iter().chain(underscored) {
+        let val = if k == "tls" {
+            dashed_keys(val)
+        } else {
+            val.clone()
+        };
+        out.insert(k.replace('_', "-"), val);
+    }
+    Value::Object(out)
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -335,6 +356,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     for (k, v) in top {
         match k.as_str() {
             "server" => {
+                let v = &dashed_keys(v);
                 server = Some(
                     serde_path_to_error::deserialize::<_, ServerSettings>(v).map_err(|err| {
                         e.at(format!("server.{}", err.path()), err.inner().to_string())

@@ -90,8 +90,8 @@ impl Decoder {
                 data: (0, 0),
                 done: true,
             }),
-            State::Size => match httparse::parse_chunk_size(buf) {
-                Ok(httparse::Status::Complete((n, size))) => {
+            State::Size => match size_line(buf) {
+                Ok(Some((n, size))) => {
                     self.received = self
                         .received
                         .checked_add(size)
@@ -104,11 +104,11 @@ impl Decoder {
                     };
                     Ok(none(n))
                 }
-                Ok(httparse::Status::Partial) if buf.len() > MAX_SIZE_LINE => {
+                Ok(None) if buf.len() > MAX_SIZE_LINE => {
                     Err(ChunkedError::Invalid("chunk-size line too long"))
                 }
-                Ok(httparse::Status::Partial) => Ok(none(0)),
-                Err(_) => Err(ChunkedError::Invalid("invalid chunk size")),
+                Ok(None) => Ok(none(0)),
+                Err(e) => Err(e),
             },
             State::Data(left) => {
                 let k = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
@@ -166,6 +166,57 @@ impl Decoder {
             }
         }
     }
+}
+
+/// A chunk-size line (RFC 9112 §7.1): `1*HEXDIG [BWS] [";" extensions] CRLF`,
+/// read strictly. The extensions are skipped, but a CR, LF or other control
+/// byte in them is refused: a front end that ends lines at a bare LF would
+/// frame the body differently (request smuggling; httparse's
+/// `parse_chunk_size` lets any byte through). `None`: the line is incomplete.
+fn size_line(buf: &[u8]) -> Result<Option<(usize, u64)>, ChunkedError> {
+    let bad = |m| Err(ChunkedError::Invalid(m));
+    let digits = buf.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == buf.len() {
+        return if digits > 16 {
+            bad("chunk size too long")
+        } else {
+            Ok(None)
+        };
+    }
+    if digits == 0 {
+        return bad("chunk size without a hex digit");
+    }
+    if digits > 16 {
+        return bad("chunk size too long");
+    }
+    let size = buf[..digits]
+        .iter()
+        .try_fold(0u64, |n, &d| {
+            let v = (d as char).to_digit(16)? as u64;
+            n.checked_mul(16)?.checked_add(v)
+        })
+        .ok_or(ChunkedError::TooLarge)?;
+    let mut i = digits;
+    let mut in_ext = false;
+    while i < buf.len() {
+        match buf[i] {
+            b'\r' => {
+                return match buf.get(i + 1) {
+                    None => Ok(None),
+                    Some(b'\n') => Ok(Some((i + 2, size))),
+                    Some(_) => bad("bare CR in a chunk-size line"),
+                }
+            }
+            b';' => in_ext = true,
+            b' ' | b'\t' => {}
+            b'\n' => return bad("bare LF in a chunk-size line"),
+            c if in_ext && (c >= 0x20 && c != 0x7f) => {}
+            _ if in_ext => return bad("control byte in a chunk extension"),
+            _ => return bad("invalid chunk size"),
+        }
+        i += 1;
+    }
+    Ok(None)
 }
 
 /// Decodes a whole body held in `input` (a test and fuzzing aid): the data and
@@ -229,11 +280,34 @@ mod tests {
         }
     }
 
+    /// Found by a hostile review: a bare LF inside an extension let a body
+    /// end where an LF-tolerant front end saw data (smuggling), and size
+    /// lines without a digit passed as the last chunk.
+    #[test]
+    fn size_lines_are_strict() {
+        use ChunkedError::Invalid;
+        let e = |b: &[u8]| decode_all(b, 1 << 20).unwrap_err();
+        assert_eq!(e(b"2;\nxx\r\n"), Invalid("bare LF in a chunk-size line"));
+        assert_eq!(e(b"2\nxx\r\n"), Invalid("bare LF in a chunk-size line"));
+        assert_eq!(e(b"\r\n\r\n"), Invalid("chunk size without a hex digit"));
+        assert_eq!(e(b";x\r\n"), Invalid("chunk size without a hex digit"));
+        assert_eq!(
+            e(b"3;a\x00b\r\nabc\r\n"),
+            Invalid("control byte in a chunk extension")
+        );
+        assert_eq!(e(b"3;a\rb\r\n"), Invalid("bare CR in a chunk-size line"));
+        assert_eq!(e(b"3 x\r\n"), Invalid("invalid chunk size"));
+        let ok = decode_all(b"3 ; name=\"v\"\r\nabc\r\n0\r\n\r\n", 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(ok.0, b"abc");
+    }
+
     #[test]
     fn refusals() {
         use ChunkedError::*;
         let e = |b: &[u8]| decode_all(b, 10).unwrap_err();
-        assert_eq!(e(b"zz\r\n"), Invalid("invalid chunk size"));
+        assert_eq!(e(b"zz\r\n"), Invalid("chunk size without a hex digit"));
         assert_eq!(
             e(b"3\r\nabcX\r\n"),
             Invalid("chunk data not followed by CRLF")
@@ -252,7 +326,7 @@ mod tests {
         let long = [b'1'; MAX_SIZE_LINE + 1];
         assert_eq!(
             Decoder::new(10).step(&long).unwrap_err(),
-            Invalid("invalid chunk size")
+            Invalid("chunk size too long")
         );
         let mut ext = b"1;".to_vec();
         ext.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE));

@@ -134,7 +134,8 @@ pub async fn serve<S>(
         let mut keep = head.keep_alive && st.keep_alive.is_some();
         // A client waiting for 100 Continue gets the final answer instead and
         // a close: its body may or may not follow (RFC 9110 §10.1.1).
-        if head.expect_continue && framing != Framing::None {
+        let head_expects = head.expect_continue && framing != Framing::None;
+        if head_expects {
             keep = false;
         }
         let mut req = Request::new();
@@ -159,39 +160,28 @@ pub async fn serve<S>(
         if res.head().connection_type() == ConnectionType::Close {
             keep = false;
         }
-        // 4. the unread body: drained if small, else the connection closes
-        let body_left = match framing {
-            Framing::None => Some(0),
-            Framing::Length(n) if n <= st.drain_limit => Some(n),
-            Framing::Length(_) => None,
-            Framing::Chunked => Some(u64::MAX),
+        // 4. the unread body, read and discarded before the response goes out
+        // (a client that sends its whole body before reading would otherwise
+        // stall against a large response); a body above the drain limit, or
+        // one the client withholds for 100 Continue, closes the connection
+        let drained = match framing {
+            _ if head_expects => false,
+            Framing::None => true,
+            Framing::Length(n) if n <= st.drain_limit => {
+                drain_length(&mut io, &mut buf, n, &st).await
+            }
+            Framing::Length(_) => false,
+            Framing::Chunked => drain_chunked(&mut io, &mut buf, &st).await,
         };
-        if body_left.is_none() {
+        if !drained {
             keep = false;
         }
         // 5. the response
         let written = write_response(&mut io, res, version, is_head, keep, &st).await;
         match written {
-            Ok(true) => {}
-            Ok(false) | Err(_) => return,
-        }
-        if !keep {
-            let _ = io.shutdown().await;
-            return;
-        }
-        match body_left {
-            Some(0) => {}
-            Some(u64::MAX) => {
-                if !drain_chunked(&mut io, &mut buf, &st).await {
-                    return;
-                }
-            }
-            Some(n) => {
-                if !drain_length(&mut io, &mut buf, n, &st).await {
-                    return;
-                }
-            }
-            None => return,
+            Ok(true) if keep => {}
+            Ok(_) => return linger_close(&mut io, &mut buf).await,
+            Err(_) => return,
         }
         // no buffer is held while idle
         if buf.is_empty() {
@@ -315,7 +305,37 @@ async fn write_error(io: &mut TcpStream, status: StatusCode, st: &Settings) -> s
     b.put_slice(date().as_bytes());
     b.put_slice(b"\r\n\r\n");
     send(io, &b, st).await?;
-    io.shutdown().await
+    linger_close(io, &mut BytesMut::new()).await;
+    Ok(())
+}
+
+/// How long a closing connection keeps reading (and discarding) what the
+/// client still sends, in total and per read (nginx `lingering_time` 30 s and
+/// `lingering_timeout` 5 s; shorter here).
+const LINGER_TOTAL: Duration = Duration::from_secs(5);
+const LINGER_READ: Duration = Duration::from_secs(2);
+
+/// Closes gracefully: FIN first, then read and discard until the client
+/// closes too, or for at most [`LINGER_TOTAL`]. Closing with unread bytes in
+/// the receive queue makes the kernel send RST, which destroys response bytes
+/// the client has not read yet (RFC 9112 §9.6).
+async fn linger_close(io: &mut TcpStream, buf: &mut BytesMut) {
+    if io.shutdown().await.is_err() {
+        return;
+    }
+    let end = Instant::now() + LINGER_TOTAL;
+    if buf.capacity() == 0 {
+        *buf = pool::take();
+    }
+    loop {
+        buf.clear();
+        let deadline = (Instant::now() + LINGER_READ).min(end);
+        match timeout_at(deadline, io.read_buf(buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => break,
+        }
+    }
+    pool::give(std::mem::take(buf));
 }
 
 /// Encodes the status line and header fields (RFC 9112 §4, §6) and sends the

@@ -140,6 +140,11 @@ fn parse_at(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, He
     let status = match req.parse_with_uninit_headers(buf, &mut slots[..cap]) {
         Ok(s) => s,
         Err(httparse::Error::Version) => {
+            // httparse judges the version before the line ends: wait for the
+            // whole line, so that the answer does not depend on how it arrived
+            if first_line(buf).is_none() {
+                return Ok(None);
+            }
             // HTTP/1.2 and later minor versions are served as 1.1; others refused
             return match minor_version_at(buf) {
                 Some(pos) => {
@@ -457,6 +462,14 @@ mod tests {
                 p(raw)
             );
         }
+    }
+
+    #[test]
+    fn a_version_split_across_reads_waits_for_the_line() {
+        for raw in ["GET / HTTP/1.2", "GET / HTTP/2.0", "GET / HTTP/1.2\r"] {
+            assert!(p(raw).unwrap().is_none(), "{raw:?}");
+        }
+        assert_eq!(ok("GET / HTTP/1.2\r\n\r\n").version, Version::HTTP_11);
     }
 
     #[test]
