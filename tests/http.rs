@@ -11,6 +11,7 @@ mod compress;
 mod config;
 mod dir_listing;
 mod error_pages;
+mod fuzz_corpus;
 mod import;
 mod lifecycle;
 mod plugins;

@@ -24,6 +24,8 @@
 pub mod config;
 pub mod conn;
 pub mod context;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod module;
 pub mod path;
 pub mod pipeline;

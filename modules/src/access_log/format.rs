@@ -52,7 +52,7 @@ pub enum FormatError {
 
 /// One compiled element of a format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
+pub(crate) enum Piece {
     /// Text copied as configured.
     Literal(Box<str>),
     /// `%h`, `%a`: the peer's IP address, no port.
@@ -127,7 +127,7 @@ enum Piece {
 /// the module documentation describes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogFormat {
-    pieces: Vec<Piece>,
+    pub(crate) pieces: Vec<Piece>,
 }
 
 impl LogFormat {
