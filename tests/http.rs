@@ -15,6 +15,7 @@ mod fuzz_corpus;
 mod import;
 mod lifecycle;
 mod plugins;
+mod properties;
 mod redirect;
 mod rewrite;
 mod rules;
