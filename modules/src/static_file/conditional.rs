@@ -18,34 +18,39 @@ pub enum Precondition {
 
 /// Iterates the entity-tags of a list-valued field over all its lines:
 /// `(weak, opaque)` where `opaque` includes the quotes. Stops at the first malformed
-/// element (the rest of that field is ignored).
-fn tags(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = (bool, &str)> {
+/// element (the rest of that field is ignored). Works on bytes: an entity-tag
+/// may carry obs-text (RFC 9110 §8.8.3), which `to_str` refuses.
+fn tags(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = (bool, &[u8])> {
     headers
         .get_all(name)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| TagIter { rest: v })
+        .flat_map(|v| TagIter { rest: v.as_bytes() })
 }
 
 struct TagIter<'a> {
-    rest: &'a str,
+    rest: &'a [u8],
 }
 
 impl<'a> Iterator for TagIter<'a> {
-    type Item = (bool, &'a str);
+    type Item = (bool, &'a [u8]);
     fn next(&mut self) -> Option<Self::Item> {
-        let s = self.rest.trim_start_matches([' ', '\t', ',']);
+        let skip = self
+            .rest
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b','))
+            .count();
+        let s = &self.rest[skip..];
         if s.is_empty() {
             return None;
         }
-        let (weak, s) = match s.strip_prefix("W/") {
+        let (weak, s) = match s.strip_prefix(b"W/") {
             Some(t) => (true, t),
             None => (false, s),
         };
-        if !s.starts_with('"') {
-            self.rest = "";
+        if !s.starts_with(b"\"") {
+            self.rest = b"";
             return None;
         }
-        let end = s[1..].find('"')? + 2;
+        let end = s[1..].iter().position(|&c| c == b'"')? + 2;
         self.rest = &s[end..];
         Some((weak, &s[..end]))
     }
@@ -54,8 +59,7 @@ impl<'a> Iterator for TagIter<'a> {
 fn is_star(headers: &HeaderMap, name: header::HeaderName) -> bool {
     headers
         .get(name)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim() == "*")
+        .is_some_and(|v| v.as_bytes().trim_ascii() == b"*")
 }
 
 /// Parses an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate and the two obsolete forms);
@@ -69,15 +73,16 @@ fn date(headers: &HeaderMap, name: header::HeaderName) -> Option<SystemTime> {
 /// (`"…-gzip"`, `"…-br"`, `"…-zstd"`, as the `compress` module makes them): the
 /// same file version, so If-Match holds for it (RFC 9110 §13.1.1 compares with
 /// the selected representation's tag).
-fn same_version(tag: &str, etag: &str) -> bool {
+fn same_version(tag: &[u8], etag: &str) -> bool {
+    let etag = etag.as_bytes();
     if tag == etag {
         return true;
     }
-    let (Some(t), Some(e)) = (tag.strip_suffix('"'), etag.strip_suffix('"')) else {
+    let (Some(t), Some(e)) = (tag.strip_suffix(b"\""), etag.strip_suffix(b"\"")) else {
         return false;
     };
     t.strip_prefix(e)
-        .is_some_and(|suffix| matches!(suffix, "-gzip" | "-br" | "-zstd"))
+        .is_some_and(|suffix| matches!(suffix, b"-gzip" | b"-br" | b"-zstd"))
 }
 
 /// Evaluates If-Match, If-Unmodified-Since, If-None-Match and If-Modified-Since in
@@ -112,7 +117,7 @@ pub fn evaluate(
     // Step 3: If-None-Match, weak comparison.
     if headers.contains_key(header::IF_NONE_MATCH) {
         let matched = is_star(headers, header::IF_NONE_MATCH)
-            || tags(headers, header::IF_NONE_MATCH).any(|(_, t)| t == etag);
+            || tags(headers, header::IF_NONE_MATCH).any(|(_, t)| t == etag.as_bytes());
         return if matched {
             Precondition::NotModified
         } else {
@@ -183,6 +188,16 @@ mod tests {
         // two field lines combine
         let two = h(&[("if-none-match", "\"x\""), ("if-none-match", "\"abc\"")]);
         assert_eq!(evaluate(&two, TAG, lm()), Precondition::NotModified);
+    }
+
+    #[test]
+    fn lists_with_obs_text_tags_still_match() {
+        // An entity-tag may carry obs-text (RFC 9110 §8.8.3): its field line
+        // is not ignored.
+        let m = h(&[("if-match", "\"abc\", \"caf\u{e9}\"")]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::Proceed);
+        let m = h(&[("if-none-match", "\"\u{e9}\", \"abc\"")]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::NotModified);
     }
 
     #[test]
