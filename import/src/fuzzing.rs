@@ -15,11 +15,11 @@ fn text(data: &[u8]) -> Option<&str> {
     (!["/dev", "/proc", "/sys"].iter().any(|d| t.contains(d))).then_some(t)
 }
 
-/// An empty directory for relative includes, made once per process.
+/// An empty directory for relative includes (never written to).
 fn basedir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("tessera-fuzz-import-{}", std::process::id()));
+        let d = std::env::temp_dir().join("tessera-fuzz-import");
         std::fs::create_dir_all(&d).expect("a temporary directory");
         d
     })

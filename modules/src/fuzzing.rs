@@ -301,7 +301,7 @@ pub fn server_toml(data: &[u8]) {
         return;
     }
     let dir = DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("tessera-fuzz-config-{}", std::process::id()));
+        let d = std::env::temp_dir().join("tessera-fuzz-config");
         std::fs::create_dir_all(&d).expect("a temporary directory");
         d
     });
