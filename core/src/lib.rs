@@ -26,6 +26,8 @@ pub mod body;
 pub mod config;
 pub mod conn;
 pub mod context;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod h1;
 pub mod module;
 pub mod path;

@@ -227,4 +227,77 @@ mod tests {
             assert_eq!(normalize(&encode(p)).unwrap(), p);
         }
     }
+
+    mod never_leaves_the_root {
+        use super::*;
+        use proptest::prelude::*;
+        use std::path::{Component, Path};
+
+        /// Path segments, plain and percent-encoded, that a traversal attempt uses.
+        const SEGMENTS: &[&str] = &[
+            "a",
+            "b.txt",
+            "",
+            ".",
+            "..",
+            "%2e",
+            "%2E%2e",
+            ".%2e",
+            "%2e%2e%2f",
+            "..%2F",
+            "%2f",
+            "%252e%252e",
+            "..\\",
+            "%5c..",
+            "...",
+            ".a",
+            "a..",
+            "%20",
+            "%C3%BC",
+        ];
+
+        /// The depth below the root after each decoded segment; `None` when a
+        /// `..` would climb above it (the reference model of the rules above).
+        fn model_climbs_out(raw: &str) -> bool {
+            let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+            let mut depth = 0i32;
+            for seg in decoded.split('/') {
+                match seg {
+                    "" | "." => {}
+                    ".." => {
+                        depth -= 1;
+                        if depth < 0 {
+                            return true;
+                        }
+                    }
+                    _ => depth += 1,
+                }
+            }
+            false
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+            #[test]
+            fn normalized_paths_stay_under_the_root(
+                segs in prop::collection::vec(prop::sample::select(SEGMENTS), 0..8),
+                slash in any::<bool>(),
+            ) {
+                let raw = format!("/{}{}", segs.join("/"), if slash { "/" } else { "" });
+                let root = Path::new("/srv/www");
+                match normalize(&raw) {
+                    Ok(n) => {
+                        prop_assert!(!model_climbs_out(&raw), "{raw:?} -> {n:?}");
+                        let full = root.join(n.trim_start_matches('/'));
+                        prop_assert!(full.starts_with(root), "{raw:?} -> {n:?}");
+                        prop_assert!(
+                            full.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_))),
+                            "{raw:?} -> {n:?}"
+                        );
+                    }
+                    Err(e) => prop_assert_eq!(e == PathError::AboveRoot, model_climbs_out(&raw), "{:?}", raw),
+                }
+            }
+        }
+    }
 }

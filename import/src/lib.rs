@@ -33,6 +33,8 @@ pub mod cherokee;
 pub mod emit;
 pub mod error;
 pub mod expire;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lighttpd;
 pub mod model;
 pub mod report;

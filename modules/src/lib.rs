@@ -36,6 +36,8 @@ pub mod dir_listing;
 pub mod error_pages;
 #[cfg(feature = "expires")]
 pub mod expires;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "headers")]
 pub mod headers;
 #[cfg(feature = "redirect")]

@@ -275,8 +275,29 @@ pub fn load_value(file: &Path) -> Result<Value, ConfigError> {
     if !file.is_file() {
         return Err(e.at("", "no such file"));
     }
+    with_env(
+        &e,
+        config::File::from(file).format(config::FileFormat::Toml),
+    )
+}
+
+/// As [`load_value`], with the TOML `text` standing for the contents of `file`
+/// (which is not read).
+///
+/// # Errors
+/// TOML syntax errors (with the parser's line and column).
+pub fn load_value_str(file: &Path, text: &str) -> Result<Value, ConfigError> {
+    let e = Err { file, vhost: None };
+    with_env(&e, config::File::from_str(text, config::FileFormat::Toml))
+}
+
+/// `source` with the `TESSERA_` environment overrides on top, as one JSON tree.
+fn with_env(
+    e: &Err<'_>,
+    source: impl config::Source + Send + Sync + 'static,
+) -> Result<Value, ConfigError> {
     let cfg = config::Config::builder()
-        .add_source(config::File::from(file).format(config::FileFormat::Toml))
+        .add_source(source)
         .add_source(
             config::Environment::with_prefix("TESSERA")
                 .prefix_separator("_")

@@ -61,7 +61,7 @@ pub enum FormatError {
 
 /// One compiled element of a format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
+pub(crate) enum Piece {
     /// Text copied as configured.
     Literal(Box<str>),
     /// `%h`, `%a`: the peer's IP address, no port.
@@ -124,10 +124,21 @@ enum Piece {
 
 /// The unit of an epoch time directive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TimeUnit {
+pub(crate) enum TimeUnit {
     Sec,
     Msec,
     Usec,
+}
+
+impl TimeUnit {
+    /// The directive's name: `%{sec}t`, `%{msec}t`, `%{usec}t`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Sec => "sec",
+            TimeUnit::Msec => "msec",
+            TimeUnit::Usec => "usec",
+        }
+    }
 }
 
 /// Format names, expanded when they stand alone or as `%{name}`.
@@ -222,7 +233,7 @@ fn check_keywords(spec: &str) -> Result<(), FormatError> {
 /// the module documentation describes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogFormat {
-    pieces: Vec<Piece>,
+    pub(crate) pieces: Vec<Piece>,
 }
 
 impl LogFormat {

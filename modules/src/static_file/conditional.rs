@@ -18,34 +18,39 @@ pub enum Precondition {
 
 /// Iterates the entity-tags of a list-valued field over all its lines:
 /// `(weak, opaque)` where `opaque` includes the quotes. Stops at the first malformed
-/// element (the rest of that field is ignored).
-fn tags(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = (bool, &str)> {
+/// element (the rest of that field is ignored). Works on bytes: an entity-tag
+/// may carry obs-text (RFC 9110 §8.8.3), which `to_str` refuses.
+fn tags(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = (bool, &[u8])> {
     headers
         .get_all(name)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| TagIter { rest: v })
+        .flat_map(|v| TagIter { rest: v.as_bytes() })
 }
 
 struct TagIter<'a> {
-    rest: &'a str,
+    rest: &'a [u8],
 }
 
 impl<'a> Iterator for TagIter<'a> {
-    type Item = (bool, &'a str);
+    type Item = (bool, &'a [u8]);
     fn next(&mut self) -> Option<Self::Item> {
-        let s = self.rest.trim_start_matches([' ', '\t', ',']);
+        let skip = self
+            .rest
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b','))
+            .count();
+        let s = &self.rest[skip..];
         if s.is_empty() {
             return None;
         }
-        let (weak, s) = match s.strip_prefix("W/") {
+        let (weak, s) = match s.strip_prefix(b"W/") {
             Some(t) => (true, t),
             None => (false, s),
         };
-        if !s.starts_with('"') {
-            self.rest = "";
+        if !s.starts_with(b"\"") {
+            self.rest = b"";
             return None;
         }
-        let end = s[1..].find('"')? + 2;
+        let end = s[1..].iter().position(|&c| c == b'"')? + 2;
         self.rest = &s[end..];
         Some((weak, &s[..end]))
     }
@@ -54,8 +59,7 @@ impl<'a> Iterator for TagIter<'a> {
 fn is_star(headers: &HeaderMap, name: header::HeaderName) -> bool {
     headers
         .get(name)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim() == "*")
+        .is_some_and(|v| v.as_bytes().trim_ascii() == b"*")
 }
 
 /// Parses an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate and the two obsolete forms);
@@ -69,15 +73,16 @@ fn date(headers: &HeaderMap, name: header::HeaderName) -> Option<SystemTime> {
 /// (`"…-gzip"`, `"…-br"`, `"…-zstd"`, as the `compress` module makes them): the
 /// same file version, so If-Match holds for it (RFC 9110 §13.1.1 compares with
 /// the selected representation's tag).
-fn same_version(tag: &str, etag: &str) -> bool {
+fn same_version(tag: &[u8], etag: &str) -> bool {
+    let etag = etag.as_bytes();
     if tag == etag {
         return true;
     }
-    let (Some(t), Some(e)) = (tag.strip_suffix('"'), etag.strip_suffix('"')) else {
+    let (Some(t), Some(e)) = (tag.strip_suffix(b"\""), etag.strip_suffix(b"\"")) else {
         return false;
     };
     t.strip_prefix(e)
-        .is_some_and(|suffix| matches!(suffix, "-gzip" | "-br" | "-zstd"))
+        .is_some_and(|suffix| matches!(suffix, b"-gzip" | b"-br" | b"-zstd"))
 }
 
 /// Evaluates If-Match, If-Unmodified-Since, If-None-Match and If-Modified-Since in
@@ -87,7 +92,8 @@ fn same_version(tag: &str, etag: &str) -> bool {
 /// time truncated to whole seconds (`None` when it cannot be expressed as an
 /// HTTP-date). If-None-Match makes If-Modified-Since ignored and If-Match makes
 /// If-Unmodified-Since ignored; an If-Modified-Since later than the file's time still
-/// gives 304 (§13.1.3); a malformed date is ignored, never 412.
+/// gives 304 (§13.1.3); a malformed date is ignored, never 412, and so are both
+/// dates when `last_modified` is `None`.
 pub fn evaluate(
     headers: &HeaderMap,
     etag: &str,
@@ -100,17 +106,18 @@ pub fn evaluate(
         if !ok {
             return Precondition::Failed;
         }
-    } else if let Some(d) = date(headers, header::IF_UNMODIFIED_SINCE) {
-        // Step 2: If-Unmodified-Since, only without If-Match.
-        match last_modified {
-            Some(lm) if lm <= d => {}
-            _ => return Precondition::Failed,
+    } else if let (Some(d), Some(lm)) = (date(headers, header::IF_UNMODIFIED_SINCE), last_modified)
+    {
+        // Step 2: If-Unmodified-Since, only without If-Match, and ignored
+        // without a modification date (§13.1.4).
+        if lm > d {
+            return Precondition::Failed;
         }
     }
     // Step 3: If-None-Match, weak comparison.
     if headers.contains_key(header::IF_NONE_MATCH) {
         let matched = is_star(headers, header::IF_NONE_MATCH)
-            || tags(headers, header::IF_NONE_MATCH).any(|(_, t)| t == etag);
+            || tags(headers, header::IF_NONE_MATCH).any(|(_, t)| t == etag.as_bytes());
         return if matched {
             Precondition::NotModified
         } else {
@@ -184,6 +191,16 @@ mod tests {
     }
 
     #[test]
+    fn lists_with_obs_text_tags_still_match() {
+        // An entity-tag may carry obs-text (RFC 9110 §8.8.3): its field line
+        // is not ignored.
+        let m = h(&[("if-match", "\"abc\", \"caf\u{e9}\"")]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::Proceed);
+        let m = h(&[("if-none-match", "\"\u{e9}\", \"abc\"")]);
+        assert_eq!(evaluate(&m, TAG, lm()), Precondition::NotModified);
+    }
+
+    #[test]
     fn if_match_strong() {
         let e = |v| evaluate(&h(&[("if-match", v)]), TAG, lm());
         assert_eq!(e("\"abc\""), Precondition::Proceed);
@@ -233,5 +250,176 @@ mod tests {
             lm()
         ));
         assert!(!if_range(&h(&[("if-range", "junk")]), TAG, lm()));
+    }
+
+    #[test]
+    fn unmodified_since_is_ignored_without_a_modification_date() {
+        // RFC 9110 §13.1.4: ignored when the resource has no modification date.
+        let m = h(&[("if-unmodified-since", &at(1_000))]);
+        assert_eq!(evaluate(&m, TAG, None), Precondition::Proceed);
+    }
+
+    mod model {
+        //! RFC 9110 §13.2.2 written out as a reference model, compared with
+        //! [`evaluate`] for every combination of the four fields.
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One element of an entity-tag list.
+        #[derive(Debug, Clone)]
+        enum Tag {
+            Current,
+            Weak,
+            /// The tag of a content-coded variant of the same file version.
+            Variant,
+            Other(String),
+        }
+
+        /// An If-Match or If-None-Match field.
+        #[derive(Debug, Clone)]
+        enum List {
+            Star,
+            Tags(Vec<Tag>),
+        }
+
+        /// An HTTP-date field relative to the file's modification time.
+        #[derive(Debug, Clone, Copy)]
+        enum Date {
+            Before,
+            Equal,
+            After,
+            Malformed,
+        }
+
+        const LM: u64 = 1_700_000_000;
+
+        fn tag() -> impl Strategy<Value = Tag> {
+            prop_oneof![
+                Just(Tag::Current),
+                Just(Tag::Weak),
+                Just(Tag::Variant),
+                "[a-z0-9]{0,4}".prop_map(|s| Tag::Other(format!("o{s}"))),
+            ]
+        }
+
+        fn list() -> impl Strategy<Value = Option<List>> {
+            prop_oneof![
+                Just(None),
+                Just(Some(List::Star)),
+                prop::collection::vec(tag(), 1..4).prop_map(|t| Some(List::Tags(t))),
+            ]
+        }
+
+        fn date() -> impl Strategy<Value = Option<Date>> {
+            prop_oneof![
+                Just(None),
+                Just(Some(Date::Before)),
+                Just(Some(Date::Equal)),
+                Just(Some(Date::After)),
+                Just(Some(Date::Malformed)),
+            ]
+        }
+
+        fn show_list(l: &List) -> String {
+            match l {
+                List::Star => "*".into(),
+                List::Tags(t) => t
+                    .iter()
+                    .map(|t| match t {
+                        Tag::Current => TAG.to_owned(),
+                        Tag::Weak => format!("W/{TAG}"),
+                        Tag::Variant => "\"abc-gzip\"".to_owned(),
+                        Tag::Other(s) => format!("\"{s}\""),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+        }
+
+        fn show_date(d: Date) -> String {
+            match d {
+                Date::Before => at(LM - 1),
+                Date::Equal => at(LM),
+                Date::After => at(LM + 1),
+                Date::Malformed => "not a date".into(),
+            }
+        }
+
+        /// §13.1.1: `*`, or a strong match (a variant's tag counts as the
+        /// same version, see `same_version`).
+        fn if_match_true(l: &List) -> bool {
+            match l {
+                List::Star => true,
+                List::Tags(t) => t.iter().any(|t| matches!(t, Tag::Current | Tag::Variant)),
+            }
+        }
+
+        /// §13.1.2: false for `*` or a weak match.
+        fn if_none_match_true(l: &List) -> bool {
+            match l {
+                List::Star => false,
+                List::Tags(t) => !t.iter().any(|t| matches!(t, Tag::Current | Tag::Weak)),
+            }
+        }
+
+        /// §13.1.3 and §13.1.4: a date field with the modification date;
+        /// `None` when the field is ignored (malformed, or no date to compare).
+        fn not_after(d: Option<Date>, has_lm: bool) -> Option<bool> {
+            match d? {
+                _ if !has_lm => None,
+                Date::Malformed => None,
+                Date::Before => Some(false),
+                Date::Equal | Date::After => Some(true),
+            }
+        }
+
+        /// §13.2.2 for GET and HEAD.
+        fn model(
+            im: Option<&List>,
+            ius: Option<Date>,
+            inm: Option<&List>,
+            ims: Option<Date>,
+            has_lm: bool,
+        ) -> Precondition {
+            // Steps 1 and 2.
+            match im {
+                Some(l) if !if_match_true(l) => return Precondition::Failed,
+                Some(_) => {}
+                None => {
+                    // "unmodified since": the modification date is not after it.
+                    if not_after(ius, has_lm) == Some(false) {
+                        return Precondition::Failed;
+                    }
+                }
+            }
+            // Steps 3 and 4.
+            match inm {
+                Some(l) if !if_none_match_true(l) => Precondition::NotModified,
+                Some(_) => Precondition::Proceed,
+                None if not_after(ims, has_lm) == Some(true) => Precondition::NotModified,
+                None => Precondition::Proceed,
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            #[test]
+            fn precedence_matches_the_rfc(
+                im in list(), ius in date(), inm in list(), ims in date(), has_lm in any::<bool>()
+            ) {
+                let mut fields = Vec::new();
+                if let Some(l) = &im { fields.push(("if-match", show_list(l))); }
+                if let Some(d) = ius { fields.push(("if-unmodified-since", show_date(d))); }
+                if let Some(l) = &inm { fields.push(("if-none-match", show_list(l))); }
+                if let Some(d) = ims { fields.push(("if-modified-since", show_date(d))); }
+                let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let lm = if has_lm { Some(UNIX_EPOCH + Duration::from_secs(LM)) } else { None };
+                prop_assert_eq!(
+                    evaluate(&h(&pairs), TAG, lm),
+                    model(im.as_ref(), ius, inm.as_ref(), ims, has_lm),
+                    "{:?}", pairs
+                );
+            }
+        }
     }
 }

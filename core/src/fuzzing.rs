@@ -1,0 +1,112 @@
+//! Entry points shared by the fuzz targets in `fuzz/` and the corpus replay
+//! test: each takes the fuzzer's bytes and panics when an invariant breaks.
+
+use crate::path::{encode, normalize};
+
+/// Path decoding and normalization ([`normalize`]): an accepted path starts with
+/// `/`, has no empty, `.` or `..` segment, and comes back unchanged through
+/// [`encode`] and [`normalize`] again.
+pub fn path(data: &[u8]) {
+    let Ok(raw) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(n) = normalize(raw) else {
+        return;
+    };
+    assert!(n.starts_with('/'), "{raw:?} -> {n:?}");
+    assert!(!n.contains("//"), "{raw:?} -> {n:?}");
+    let body = n.strip_suffix('/').unwrap_or(&n);
+    for seg in body.split('/').skip(1) {
+        assert!(!matches!(seg, "" | "." | ".."), "{raw:?} -> {n:?}");
+    }
+    // A raw NUL is refused earlier, by the request-target parser.
+    if !raw.contains('\0') {
+        assert_eq!(normalize(&encode(&n)).as_deref(), Ok(&*n), "{raw:?}");
+    }
+}
+
+/// The HTTP/1.1 engine's request-head parser ([`crate::h1::head::parse`])
+/// and chunked decoder ([`crate::h1::chunked`]):
+/// - a head parses the same whatever prefix arrived first: a prefix shorter
+///   than the head never completes, a longer one gives the same head;
+/// - an accepted head agrees with a reference parse of the same bytes by
+///   `httparse` itself (method, target, version, field count, length);
+/// - a chunked body decodes the same in one piece and split in two, and
+///   never yields more bytes than it consumed.
+pub fn h1(data: &[u8]) {
+    use crate::h1::{chunked, head};
+    let limits = head::Limits::default();
+    let parse = |bytes: &[u8]| head::parse(&mut bytes.to_vec(), &limits);
+    if let Ok(Some((h, n))) = parse(data) {
+        for k in [0, n / 2, n.saturating_sub(1)] {
+            assert!(
+                !matches!(parse(&data[..k]), Ok(Some(_))),
+                "a {k}-byte prefix of a {n}-byte head completed"
+            );
+        }
+        let Ok(Some((h2, n2))) = parse(&data[..n]) else {
+            panic!("the head alone did not parse");
+        };
+        assert_eq!(
+            (n2, &h2.method, &h2.uri, h2.headers.len()),
+            (n, &h.method, &h.uri, h.headers.len())
+        );
+        // the reference: httparse on the same bytes (after the skipped empty
+        // lines), unless a 1.x version was served as 1.1
+        let skip = data
+            .iter()
+            .take_while(|b| **b == b'\r' || **b == b'\n')
+            .count();
+        let mut slots = [httparse::EMPTY_HEADER; crate::h1::head::MAX_HEADERS];
+        let mut r = httparse::Request::new(&mut slots);
+        if let Ok(httparse::Status::Complete(m)) = r.parse(&data[skip..]) {
+            assert_eq!(skip + m, n, "length differs from httparse");
+            assert_eq!(r.method, Some(h.method.as_str()));
+            assert_eq!(
+                r.path
+                    .and_then(|p| p.parse::<actix_http::Uri>().ok())
+                    .as_ref(),
+                Some(&h.uri)
+            );
+            assert_eq!(r.headers.len(), h.headers.len());
+        }
+    }
+    const MAX_BODY: u64 = 1 << 20;
+    let whole = chunked::decode_all(data, MAX_BODY);
+    if let Ok(Some((body, used))) = &whole {
+        assert!(body.len() <= *used, "more data than input");
+    }
+    if data.len() > 1 {
+        let cut = usize::from(data[0]) % data.len();
+        let mut d = chunked::Decoder::new(MAX_BODY);
+        let mut buf = data[..cut].to_vec();
+        let mut rest = &data[cut..];
+        let mut out = Vec::new();
+        let mut used = 0;
+        let split = loop {
+            match d.step(&buf) {
+                Err(e) => break Err(e),
+                Ok(s) => {
+                    out.extend_from_slice(&buf[s.data.0..s.data.1]);
+                    buf.drain(..s.consumed);
+                    used += s.consumed;
+                    if s.done {
+                        break Ok(Some((out, used)));
+                    }
+                    if s.consumed == 0 {
+                        if rest.is_empty() {
+                            break Ok(None);
+                        }
+                        buf.extend_from_slice(rest);
+                        rest = &[];
+                    }
+                }
+            }
+        };
+        match (&whole, &split) {
+            (Ok(Some(a)), Ok(Some(b))) => assert_eq!(a, b),
+            (Ok(None), Ok(None)) | (Err(_), Err(_)) => {}
+            _ => panic!("split at {cut} decodes differently: {whole:?} / {split:?}"),
+        }
+    }
+}

@@ -1,0 +1,4 @@
+#![no_main]
+//! Fuzzes `tessera_modules::fuzzing::server_toml` (the corpus replay test calls it too).
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tessera_modules::fuzzing::server_toml(data));
