@@ -20,6 +20,17 @@ fn signal(s: &Server, sig: &str) {
     assert!(st.success());
 }
 
+/// Spawns the prepared server command with stdout piped and returns it with
+/// the address it printed (`tessera: listening on http://ADDR`).
+fn spawn_listening(cmd: &mut Command) -> (std::process::Child, SocketAddr) {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    (child, addr)
+}
+
 fn site(extra_server: &str, vhost_extra: &str) -> String {
     format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 2\n{extra_server}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\n{vhost_extra}\n"
@@ -246,19 +257,14 @@ fn graceful_shutdown_finishes_a_download_and_removes_the_pid_file() {
     d.write("www/big.bin", &data);
     let conf = d.write("server.toml", site("", "modules = [\"static-file\"]\n"));
     let pid = d.path().join("tessera.pid");
-    let mut child = Command::new(crate::util::bin())
-        .arg("-c")
-        .arg(&conf)
-        .arg("--pid-file")
-        .arg(&pid)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    let (mut child, addr) = spawn_listening(
+        Command::new(crate::util::bin())
+            .arg("-c")
+            .arg(&conf)
+            .arg("--pid-file")
+            .arg(&pid)
+            .stderr(std::process::Stdio::null()),
+    );
     assert_eq!(
         std::fs::read_to_string(&pid).unwrap().trim(),
         child.id().to_string()
@@ -584,19 +590,14 @@ fn running_out_of_descriptors_slows_accepting_and_recovers() {
     d.write("www/ten.txt", "0123456789");
     let conf = d.write("server.toml", site("", "modules = [\"static-file\"]\n"));
     let err = d.path().join("err.txt");
-    let mut child = Command::new("prlimit")
-        .arg("--nofile=48:48")
-        .arg(crate::util::bin())
-        .arg("-c")
-        .arg(&conf)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    let (mut child, addr) = spawn_listening(
+        Command::new("prlimit")
+            .arg("--nofile=48:48")
+            .arg(crate::util::bin())
+            .arg("-c")
+            .arg(&conf)
+            .stderr(std::fs::File::create(&err).unwrap()),
+    );
     // Hold more connections than the server has descriptors for (bounded).
     let mut held = Vec::new();
     for _ in 0..80 {
@@ -666,19 +667,14 @@ fn out_of_descriptors_a_file_is_503_never_404() {
             "modules = [\"static-file\"]\n[vhost.static-file]\nopen-file-cache = 0\n",
         ),
     );
-    let mut child = Command::new("prlimit")
-        .arg("--nofile=40:40")
-        .arg(crate::util::bin())
-        .arg("-c")
-        .arg(&conf)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr: SocketAddr = line.trim().rsplit("//").next().unwrap().parse().unwrap();
+    let (mut child, addr) = spawn_listening(
+        Command::new("prlimit")
+            .arg("--nofile=40:40")
+            .arg(crate::util::bin())
+            .arg("-c")
+            .arg(&conf)
+            .stderr(std::process::Stdio::null()),
+    );
     // more connections than descriptors, each with a request (bounded)
     let mut conns = Vec::new();
     for _ in 0..60 {
