@@ -154,6 +154,14 @@ fn summary(cfg: &Config) -> String {
     if !cfg.server.listen_tls.is_empty() {
         let _ = writeln!(s, "listen-tls: {}", cfg.server.listen_tls.join(", "));
     }
+    let _ = writeln!(
+        s,
+        "http1-engine: {}",
+        match cfg.server.http1_engine {
+            tessera_core::config::Http1Engine::Tessera => "tessera",
+            tessera_core::config::Http1Engine::Actix => "actix",
+        }
+    );
     for p in &cfg.plugins {
         let _ = writeln!(
             s,

@@ -188,6 +188,15 @@ fn environment_sets_listen_addresses() {
         stdout.lines().next().unwrap_or_default().to_owned()
     };
     assert_eq!(t("127.0.0.1:19500"), "listen: 127.0.0.1:19500");
+    // and the engine, also from the environment
+    let out = Command::new(bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&f)
+        .env("TESSERA_SERVER__HTTP1_ENGINE", "actix")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nhttp1-engine: actix\n"));
     assert_eq!(
         t("127.0.0.1:19500,[::1]:19500, 127.0.0.2:19501"),
         "listen: 127.0.0.1:19500, [::1]:19500, 127.0.0.2:19501"
