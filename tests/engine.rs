@@ -305,3 +305,89 @@ fn a_close_lingers_so_the_response_arrives_whole() {
     let r = Response::parse(&out, false);
     assert_eq!(r.body.len(), 8 << 20);
 }
+
+/// The engine's names of its worker threads, and whether actix-server's
+/// acceptor thread runs (read from /proc, so Linux only).
+#[cfg(target_os = "linux")]
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
+/// Each worker accepts for itself (issue 12): no acceptor thread hands
+/// connections over, and both workers serve.
+#[cfg(target_os = "linux")]
+#[test]
+fn workers_accept_for_themselves() {
+    let s = Server::start(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 2\nhttp1-engine = \"tessera\"\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+        |d| {
+            d.write("www/a.txt", "aaaa");
+        },
+    );
+    for _ in 0..20 {
+        assert_eq!(s.get("/a.txt").status, 200);
+    }
+    let names = thread_names(s.child.id());
+    let workers = names.iter().filter(|n| n.starts_with("tessera-w")).count();
+    assert_eq!(workers, 2, "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("actix-server")),
+        "an acceptor thread runs: {names:?}"
+    );
+}
+
+/// The workers' SO_REUSEPORT sockets must not let a second server share a
+/// port that is already in use: it is refused and says why.
+#[test]
+fn a_port_in_use_is_refused_even_by_a_second_tessera() {
+    let first = server("");
+    let d = crate::util::TempDir::new("port-in-use");
+    d.mkdir("www");
+    let conf = d.write(
+        "server.toml",
+        format!(
+            "[server]\nlisten = [\"{}\"]\nhttp1-engine = \"tessera\"\n\n[[vhost]]\nserver-names = [\"x\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+            first.addr
+        ),
+    );
+    let mut child = std::process::Command::new(crate::util::bin())
+        .arg("-c")
+        .arg(&conf)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // bounded: a server that started anyway is killed and fails the test
+    let mut status = None;
+    for _ in 0..200 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("a second server started on {}", first.addr);
+    }
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.unwrap().success());
+    assert!(
+        err.contains(&format!("cannot listen on {}", first.addr)) && err.contains("in use"),
+        "{err}"
+    );
+    // the first server still answers
+    assert_eq!(first.get("/a.txt").status, 200);
+}

@@ -112,12 +112,25 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         settings: ConnSettings::new(s),
         shutdown: builder.graceful_shutdown_signal(),
     };
+    let engine = listeners.settings.engine == crate::config::Http1Engine::Tessera;
+    let mut actix_sockets = 0;
+    let mut groups = Vec::new();
     let mut bound = Vec::new();
     for a in &s.listen {
+        if engine {
+            for addr in resolve(a, "")? {
+                let g =
+                    crate::h1::accept::bind(addr, workers).map_err(|e| listen_error(a, "", e))?;
+                bound.push((g.addr, "http"));
+                groups.push(g);
+            }
+            continue;
+        }
         for lst in bind(a, "")? {
             let addr = lst.local_addr()?;
             builder = listeners.add(builder, lst, None, make_app.clone())?;
             bound.push((addr, "http"));
+            actix_sockets += 1;
         }
     }
     for a in &s.listen_tls {
@@ -126,8 +139,40 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             let tls = crate::tls::server_config(rt.sni.clone());
             builder = listeners.add(builder, lst, Some(tls), make_app.clone())?;
             bound.push((addr, "https"));
+            actix_sockets += 1;
         }
     }
+    // the engine's workers accept for themselves (crate::h1::accept)
+    let (stop_engine, engine_shutdown) = crate::h1::accept::Shutdown::new();
+    let running = (!groups.is_empty()).then(|| {
+        let make_app = make_app.clone();
+        crate::h1::accept::start(
+            groups,
+            workers,
+            move |addr: std::net::SocketAddr| {
+                use actix_service::{IntoServiceFactory, ServiceFactory, ServiceFactoryExt};
+                let app = make_app()
+                    .into_factory()
+                    .map(|r| actix_http::Response::from(r).map_into_boxed_body())
+                    .map_err(Into::into);
+                async move {
+                    app.new_service(actix_web::dev::AppConfig::__priv_test_new(
+                        false,
+                        addr.to_string(),
+                        addr,
+                    ))
+                    .await
+                    .map_err(|e| tracing::error!("the app service failed to start: {e:?}"))
+                }
+            },
+            crate::h1::accept::WorkerSettings {
+                conn: listeners.settings.h1.clone(),
+                max_connections: s.max_connections,
+                shutdown_timeout: Duration::from_secs(s.shutdown_timeout),
+            },
+            engine_shutdown,
+        )
+    });
     let hup = signal(SignalKind::hangup())?;
     let usr1 = signal(SignalKind::user_defined1())?;
     crate::supervisor::Supervisor::new(
@@ -164,7 +209,40 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         cfg.file.display()
     );
     drop(cfg);
-    let result = builder.run().await;
+    let result = if actix_sockets > 0 {
+        // actix-server owns the signals; its graceful shutdown is the engine's
+        let graceful = listeners.shutdown.clone();
+        let stop = stop_engine.clone();
+        actix_rt::spawn(async move {
+            graceful.notified().await;
+            stop.start();
+        });
+        let result = builder.run().await;
+        if let Some(r) = running {
+            // a graceful stop (SIGTERM) drains; after SIGINT or SIGQUIT the
+            // process ends at once
+            let graceful = tokio::select! {
+                biased;
+                () = listeners.shutdown.notified() => true,
+                () = std::future::ready(()) => false,
+            };
+            if graceful {
+                stop_engine.start();
+                r.finished().await;
+            }
+        }
+        result
+    } else {
+        drop(builder);
+        let graceful = stop_signals().await?;
+        if let Some(r) = running {
+            if graceful {
+                stop_engine.start();
+                r.finished().await;
+            }
+        }
+        Ok(())
+    };
     rt.current.load().shutdown();
     if let Some(p) = &opts.pid_file {
         let _ = std::fs::remove_file(p);
@@ -173,15 +251,33 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     result
 }
 
+/// Every address `a` (`host:port`) resolves to. Errors name `a` and `what`
+/// (" (TLS)" or ""); an address that resolves to nothing is an error.
+fn resolve(a: &str, what: &str) -> std::io::Result<Vec<std::net::SocketAddr>> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<_> = a
+        .to_socket_addrs()
+        .map_err(|e| listen_error(a, what, e))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cannot listen on {a}{what}: it resolves to no address"),
+        ));
+    }
+    Ok(addrs)
+}
+
+fn listen_error(a: &str, what: &str, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot listen on {a}{what}: {e}"))
+}
+
 /// Binds every address `a` resolves to, as actix-web's `HttpServer::bind`
 /// does (SO_REUSEADDR, backlog 1024, non-blocking).
 fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
-    use std::net::ToSocketAddrs;
-    let err = |e: std::io::Error| {
-        std::io::Error::new(e.kind(), format!("cannot listen on {a}{what}: {e}"))
-    };
+    let err = |e| listen_error(a, what, e);
     let mut out = Vec::new();
-    for addr in a.to_socket_addrs().map_err(err)? {
+    for addr in resolve(a, what)? {
         let socket = socket2::Socket::new(
             socket2::Domain::for_address(addr),
             socket2::Type::STREAM,
@@ -194,13 +290,31 @@ fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
         socket.set_nonblocking(true).map_err(err)?;
         out.push(socket.into());
     }
-    if out.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("cannot listen on {a}{what}: it resolves to no address"),
-        ));
-    }
     Ok(out)
+}
+
+/// Waits for a stop signal when actix-server, which handles them otherwise,
+/// has no listener: SIGTERM stops gracefully (`true`), SIGINT and SIGQUIT at
+/// once (`false`), as actix-server and nginx do.
+async fn stop_signals() -> std::io::Result<bool> {
+    use actix_rt::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut quit = signal(SignalKind::quit())?;
+    Ok(tokio::select! {
+        _ = term.recv() => {
+            tracing::info!("SIGTERM received; starting graceful shutdown");
+            true
+        }
+        _ = int.recv() => {
+            tracing::info!("SIGINT received; stopping");
+            false
+        }
+        _ = quit.recv() => {
+            tracing::info!("SIGQUIT received; stopping");
+            false
+        }
+    })
 }
 
 /// The `HttpServiceBuilder` of a listener at `$addr` whose stream type is
@@ -319,48 +433,6 @@ impl Listeners {
         let addr = lst.local_addr()?;
         let limits = self.settings.timeouts;
         let this = self.clone();
-        if tls.is_none() && self.settings.engine == crate::config::Http1Engine::Tessera {
-            let st = self.settings.h1.clone();
-            let shutdown = self.shutdown.clone();
-            return builder.listen(format!("tessera-{addr}"), lst, move || {
-                let app = make_app()
-                    .into_factory()
-                    .map(|r| r.into().map_into_boxed_body())
-                    .map_err(Into::into);
-                let st = st.clone();
-                let shutdown = shutdown.clone();
-                actix_service::fn_factory(move || {
-                    use actix_service::ServiceFactory;
-                    let app = app.new_service(actix_web::dev::AppConfig::__priv_test_new(
-                        false,
-                        addr.to_string(),
-                        addr,
-                    ));
-                    let st = Rc::new(st.clone());
-                    let shutdown = shutdown.clone();
-                    async move {
-                        let svc = Rc::new(app.await.map_err(|e| {
-                            tracing::error!("the app service failed to start: {e:?}");
-                        })?);
-                        Ok::<_, ()>(fn_service(move |io: actix_rt::net::TcpStream| {
-                            let _ = io.set_nodelay(true);
-                            let peer = io.peer_addr().ok();
-                            let conn = crate::h1::conn::serve(
-                                io,
-                                peer,
-                                svc.clone(),
-                                st.clone(),
-                                shutdown.clone(),
-                            );
-                            async move {
-                                conn.await;
-                                Ok::<(), ()>(())
-                            }
-                        }))
-                    }
-                })
-            });
-        }
         let Some(mut tls) = tls else {
             return builder.listen(format!("tessera-{addr}"), lst, move || {
                 let app = make_app()

@@ -97,7 +97,7 @@ pub async fn serve<S>(
     peer: Option<SocketAddr>,
     svc: Rc<S>,
     st: Rc<Settings>,
-    shutdown: actix_server::GracefulShutdownSignal,
+    shutdown: super::accept::Shutdown,
 ) where
     S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error>,
 {
@@ -200,7 +200,7 @@ async fn read_head(
     st: &Settings,
     first: bool,
     started: Instant,
-    shutdown: &actix_server::GracefulShutdownSignal,
+    shutdown: &super::accept::Shutdown,
 ) -> Result<Option<Parsed>, End> {
     let mut head_since = if first { Some(started) } else { None };
     loop {
@@ -318,8 +318,13 @@ const LINGER_READ: Duration = Duration::from_secs(2);
 /// Closes gracefully: FIN first, then read and discard until the client
 /// closes too, or for at most [`LINGER_TOTAL`]. Closing with unread bytes in
 /// the receive queue makes the kernel send RST, which destroys response bytes
-/// the client has not read yet (RFC 9112 §9.6).
+/// the client has not read yet (RFC 9112 §9.6). When nothing is pending (no
+/// unparsed bytes, none in the socket) the close is immediate, as nginx
+/// decides in `ngx_http_finalize_connection`.
 async fn linger_close(io: &mut TcpStream, buf: &mut BytesMut) {
+    if buf.is_empty() && !pending_input(io) {
+        return;
+    }
     if io.shutdown().await.is_err() {
         return;
     }
@@ -336,6 +341,14 @@ async fn linger_close(io: &mut TcpStream, buf: &mut BytesMut) {
         }
     }
     pool::give(std::mem::take(buf));
+}
+
+/// Whether the client has sent bytes not read yet, asked of the kernel (one
+/// `recv(MSG_PEEK)`: tokio's cached readiness may predate them). Errors and
+/// end of stream count as nothing pending.
+fn pending_input(io: &TcpStream) -> bool {
+    let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    matches!(socket2::SockRef::from(io).peek(&mut probe), Ok(n) if n > 0)
 }
 
 /// Encodes the status line and header fields (RFC 9112 §4, §6) and sends the

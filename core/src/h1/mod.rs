@@ -10,6 +10,7 @@
 //! `http_request_parse`, h2o's `fixup_request`, nginx's
 //! `ngx_http_process_request_header`).
 
+pub mod accept;
 pub mod chunked;
 pub mod conn;
 pub mod head;

@@ -1,0 +1,328 @@
+//! Per-worker accept for the engine's plain-TCP listeners: each worker thread
+//! owns one listening socket per address and accepts for itself, with no
+//! acceptor thread and no cross-thread hand-off (nginx `listen ... reuseport`,
+//! h2o's per-thread listeners). On Linux the sockets of one address form a
+//! `SO_REUSEPORT` group, so the kernel spreads connections over the workers;
+//! elsewhere every worker polls one shared socket (the portable fallback).
+//!
+//! The production behaviours of actix-server are kept: `max-connections` per
+//! worker (beyond it connections wait in the backlog), a 500 ms pause after an
+//! accept error such as EMFILE, and a graceful shutdown that stops accepting,
+//! closes idle connections and gives the others `shutdown-timeout` to finish.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use actix_http::body::BoxBody;
+use actix_http::{Request, Response};
+use actix_service::Service;
+use tokio::sync::{oneshot, watch, Notify};
+
+use super::conn::{serve, Settings};
+
+/// Pause after an accept error other than a client's reset (EMFILE, ENFILE,
+/// ENOMEM, ENOBUFS), as actix-server and nginx (`ngx_event_accept`) do.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The shutdown broadcast: idle connections close and accept loops stop once
+/// [`ShutdownTx::start`] is called. Cloning is cheap (an `Arc`).
+#[derive(Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+/// The sending side of [`Shutdown`] (clones share one channel).
+#[derive(Clone)]
+pub struct ShutdownTx(std::sync::Arc<watch::Sender<bool>>);
+
+impl Shutdown {
+    /// A new broadcast, not started.
+    pub fn new() -> (ShutdownTx, Shutdown) {
+        let (tx, rx) = watch::channel(false);
+        (ShutdownTx(std::sync::Arc::new(tx)), Shutdown(rx))
+    }
+
+    /// Completes once shutdown has started (at once if it already has).
+    pub async fn notified(&self) {
+        let mut rx = self.0.clone();
+        // an error means the sender is gone: the process is ending
+        let _ = rx.wait_for(|started| *started).await;
+    }
+
+    /// Whether shutdown has started.
+    pub fn started(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+impl ShutdownTx {
+    /// Starts a graceful shutdown: accept loops stop, idle connections close.
+    pub fn start(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// One listening address: a socket per worker (the same socket, cloned, where
+/// `SO_REUSEPORT` is not used).
+pub struct Group {
+    /// The bound address (the real port when port 0 was asked for).
+    pub addr: SocketAddr,
+    sockets: Vec<std::net::TcpListener>,
+}
+
+/// Binds `addr` for `workers` workers (SO_REUSEADDR, backlog 1024,
+/// non-blocking). Errors: the address is in use (also by another process
+/// that uses `SO_REUSEPORT`: a probe bind without it runs first), or the
+/// bind is refused.
+pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Group> {
+    #[cfg(target_os = "linux")]
+    {
+        // SO_REUSEPORT would silently share the port with another process of
+        // the same user; a plain bind first reports that as "in use"
+        if addr.port() != 0 {
+            drop(socket(addr, false)?);
+        }
+        let first = socket(addr, true)?;
+        let addr = first.local_addr()?;
+        let mut sockets = vec![first];
+        for _ in 1..workers {
+            sockets.push(socket(addr, true)?);
+        }
+        Ok(Group { addr, sockets })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let first = socket(addr, false)?;
+        let addr = first.local_addr()?;
+        let mut sockets = Vec::with_capacity(workers);
+        for _ in 1..workers {
+            sockets.push(first.try_clone()?);
+        }
+        sockets.push(first);
+        Ok(Group { addr, sockets })
+    }
+}
+
+fn socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    s.set_reuse_address(true)?;
+    #[cfg(target_os = "linux")]
+    {
+        if reuse_port {
+            s.set_reuse_port(true)?;
+        }
+        // accepted sockets inherit TCP_NODELAY on Linux: no setsockopt each
+        s.set_tcp_nodelay(true)?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = reuse_port;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// What each worker needs, besides its sockets.
+#[derive(Clone)]
+pub struct WorkerSettings {
+    /// The connection settings.
+    pub conn: Settings,
+    /// Concurrent connections per worker (`[server] max-connections`).
+    pub max_connections: usize,
+    /// How long open connections get after shutdown starts.
+    pub shutdown_timeout: Duration,
+}
+
+/// The running workers: each reports on its channel once it has stopped
+/// accepting and its connections have finished (or the timeout passed).
+pub struct Running {
+    done: Vec<oneshot::Receiver<()>>,
+}
+
+impl Running {
+    /// Waits until every worker has finished its graceful shutdown.
+    pub async fn finished(self) {
+        for d in self.done {
+            let _ = d.await;
+        }
+    }
+}
+
+/// Starts `workers` arbiters (threads with their own runtime, like
+/// actix-server's workers). `service(addr)` builds, on the worker's thread,
+/// the app service for the listener bound at `addr`. Must be called inside an
+/// actix-rt `System`.
+pub fn start<F, Fut, S>(
+    groups: Vec<Group>,
+    workers: usize,
+    service: F,
+    settings: WorkerSettings,
+    shutdown: Shutdown,
+) -> Running
+where
+    F: Fn(SocketAddr) -> Fut + Send + Clone + 'static,
+    Fut: std::future::Future<Output = Result<S, ()>> + 'static,
+    S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error> + 'static,
+{
+    let mut per_worker: Vec<Vec<(SocketAddr, std::net::TcpListener)>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    for g in groups {
+        for (i, s) in g.sockets.into_iter().enumerate() {
+            per_worker[i].push((g.addr, s));
+        }
+    }
+    let mut done = Vec::with_capacity(workers);
+    for (n, sockets) in per_worker.into_iter().enumerate() {
+        let (tx, rx) = oneshot::channel();
+        done.push(rx);
+        let arbiter = actix_rt::Arbiter::with_tokio_rt(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a worker runtime")
+        });
+        let service = service.clone();
+        let settings = settings.clone();
+        let shutdown = shutdown.clone();
+        // the closure is sent; the worker future is built on the thread
+        arbiter.spawn_fn(move || {
+            // `top -H` and `ps -L` show the workers as tessera-w0, tessera-w1, ...
+            #[cfg(target_os = "linux")]
+            if let Ok(name) = std::ffi::CString::new(format!("tessera-w{n}")) {
+                let _ = rustix::thread::set_name(&name);
+            }
+            actix_rt::spawn(async move {
+                worker(sockets, service, settings, shutdown).await;
+                let _ = tx.send(());
+                actix_rt::Arbiter::current().stop();
+            });
+        });
+    }
+    Running { done }
+}
+
+/// A worker's open connections, and a wake-up when one closes.
+struct Load {
+    open: Cell<usize>,
+    /// Someone waits on `freed` (at the limit, or draining): the common
+    /// close then costs no lock.
+    watched: Cell<bool>,
+    freed: Notify,
+}
+
+async fn worker<F, Fut, S>(
+    sockets: Vec<(SocketAddr, std::net::TcpListener)>,
+    service: F,
+    settings: WorkerSettings,
+    shutdown: Shutdown,
+) where
+    F: Fn(SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = Result<S, ()>>,
+    S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error> + 'static,
+{
+    let load = Rc::new(Load {
+        open: Cell::new(0),
+        watched: Cell::new(false),
+        freed: Notify::new(),
+    });
+    let conn = Rc::new(settings.conn);
+    let mut loops = Vec::new();
+    for (addr, lst) in sockets {
+        let Ok(svc) = service(addr).await else {
+            return;
+        };
+        let lst = match tokio::net::TcpListener::from_std(lst) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("cannot poll the listener on {addr}: {e}");
+                return;
+            }
+        };
+        loops.push(actix_rt::spawn(accept_loop(
+            lst,
+            Rc::new(svc),
+            conn.clone(),
+            load.clone(),
+            settings.max_connections,
+            shutdown.clone(),
+        )));
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+    // the listeners are closed; open connections get the shutdown timeout
+    let deadline = tokio::time::Instant::now() + settings.shutdown_timeout;
+    load.watched.set(true);
+    while load.open.get() > 0 {
+        if tokio::time::timeout_at(deadline, load.freed.notified())
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+}
+
+async fn accept_loop<S>(
+    lst: tokio::net::TcpListener,
+    svc: Rc<S>,
+    conn: Rc<Settings>,
+    load: Rc<Load>,
+    max: usize,
+    shutdown: Shutdown,
+) where
+    S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error> + 'static,
+{
+    loop {
+        // beyond max-connections, new connections wait in the backlog
+        while load.open.get() >= max {
+            load.watched.set(true);
+            tokio::select! {
+                () = load.freed.notified() => {}
+                () = shutdown.notified() => return,
+            }
+        }
+        let accepted = tokio::select! {
+            r = lst.accept() => r,
+            () = shutdown.notified() => return,
+        };
+        match accepted {
+            Ok((io, peer)) => {
+                #[cfg(not(target_os = "linux"))]
+                let _ = io.set_nodelay(true);
+                load.open.set(load.open.get() + 1);
+                let (svc, conn, load, shutdown) =
+                    (svc.clone(), conn.clone(), load.clone(), shutdown.clone());
+                actix_rt::spawn(async move {
+                    serve(io, Some(peer), svc, conn, shutdown).await;
+                    load.open.set(load.open.get() - 1);
+                    if load.watched.get() {
+                        load.freed.notify_waiters();
+                    }
+                });
+            }
+            Err(e) if client_error(&e) => {}
+            Err(e) => {
+                tracing::error!("cannot accept a connection: {e}; pausing 500 ms");
+                tokio::select! {
+                    () = actix_rt::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
+                    () = shutdown.notified() => return,
+                }
+            }
+        }
+    }
+}
+
+/// Errors that concern one connection only (the client reset it before it
+/// was accepted), not the listener.
+fn client_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
+    )
+}
