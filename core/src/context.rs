@@ -28,6 +28,7 @@ pub struct Ctx<'a> {
     pub notes: Notes,
     /// Per-request state of modules, kept until the log phase is over.
     pub ext: Extensions,
+    body: Option<crate::request_body::RequestBody>,
 }
 
 /// Name/value notes modules leave for the log (`%{name}n`).
@@ -89,7 +90,22 @@ impl<'a> Ctx<'a> {
             fallback: StatusCode::NOT_FOUND,
             notes: Notes::default(),
             ext: Extensions::default(),
+            body: None,
         }
+    }
+
+    /// Gives the request body to [`Ctx::take_body`] (the core does this for
+    /// requests of vhosts with an asynchronous content handler).
+    pub fn set_body(&mut self, body: crate::request_body::RequestBody) {
+        self.body = Some(body);
+    }
+
+    /// The request body as a stream, once; `None` when it was taken already
+    /// or this request has none to give. A handler that does not take it
+    /// leaves it to the core, which discards a bounded amount to keep the
+    /// connection alive.
+    pub fn take_body(&mut self) -> Option<crate::request_body::RequestBody> {
+        self.body.take()
     }
 
     /// The decoded, normalized path: starts with `/`, no `.`/`..` segments, a

@@ -33,13 +33,16 @@ pub mod module;
 pub mod path;
 pub mod pipeline;
 pub mod plugin_host;
+pub mod realip;
 pub mod registry;
+pub mod request_body;
 pub mod response;
 pub mod rule;
 pub mod server;
 pub mod stats;
 pub mod supervisor;
 pub mod tls;
+pub mod upstream;
 pub mod vhost;
 
 pub use config::{Config, ConfigError};

@@ -11,6 +11,9 @@ use serde::de::DeserializeOwned;
 use crate::context::{Ctx, LogRecord};
 use crate::vhost::VhostInfo;
 
+/// The future of an asynchronous content handler ([`Module::content_async`]).
+pub type ContentFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse> + 'a>>;
+
 /// What a request-phase hook decided (nginx `NGX_DECLINED` / `NGX_OK`).
 pub enum Outcome {
     /// Pass the request on to the next module.
@@ -41,6 +44,10 @@ impl Hooks {
     /// Not a phase: the module's hooks may block, so requests of vhosts that
     /// use it are handled on the blocking thread pool, off the workers.
     pub const BLOCKING: Hooks = Hooks(16);
+    /// [`Module::content_async`]: a content handler that may answer later
+    /// (an upstream). Requests of vhosts that use one run as a future on the
+    /// worker; the others stay synchronous, with no allocation for it.
+    pub const ASYNC: Hooks = Hooks(32);
 
     /// True when every flag in `other` is set in `self`.
     pub const fn contains(self, other: Hooks) -> bool {
@@ -71,6 +78,15 @@ pub trait Module: Send + Sync + 'static {
     /// Content phase: return `Some` to answer the request; `None` passes to the next
     /// content handler. When none answers the request gets 404.
     fn content(&self, _cx: &mut Ctx<'_>) -> Option<HttpResponse> {
+        None
+    }
+
+    /// Content phase, asynchronous (with [`Hooks::ASYNC`]): `Some(future)`
+    /// answers the request when the future completes; `None` passes to the next
+    /// content handler. Runs in pipeline order with [`Module::content`]. The
+    /// future runs on the worker thread and must not block it; it may take the
+    /// request body with [`Ctx::take_body`]. The response phase runs after it.
+    fn content_async<'a>(&'a self, _cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         None
     }
 
@@ -105,6 +121,9 @@ pub struct BuildContext<'a> {
     /// can reuse its regular expression's captures (`%1` in lighttpd's
     /// `url.redirect` and `url.rewrite`). `None` for vhost tables.
     pub rule_match: Option<&'a crate::rule::Matcher>,
+    /// The configuration's `[[upstream]]` declarations, for modules that talk
+    /// to back ends (`upstream = "name"`).
+    pub upstreams: &'a crate::upstream::Upstreams,
 }
 
 /// The uniform declaration of a built-in module, in the order nginx's

@@ -57,6 +57,8 @@ pub struct Pipeline {
     base: Vec<(Hooks, Arc<dyn Module>)>,
     /// Some instance in this pipeline may block ([`Hooks::BLOCKING`]).
     pub may_block: bool,
+    /// Some instance answers asynchronously ([`Hooks::ASYNC`]).
+    pub may_async: bool,
 }
 
 impl Pipeline {
@@ -67,17 +69,20 @@ impl Pipeline {
             .filter_map(|s| s.vhost_instance.as_ref())
             .map(|m| (m.hooks(), m.clone()))
             .collect();
-        let may_block = slots.iter().any(|s| {
-            s.vhost_instance
-                .iter()
-                .chain(s.rule_instances.iter().map(|(_, m)| m))
-                .any(|m| m.hooks().contains(Hooks::BLOCKING))
-        });
+        let any = |hook: Hooks| {
+            slots.iter().any(|s| {
+                s.vhost_instance
+                    .iter()
+                    .chain(s.rule_instances.iter().map(|(_, m)| m))
+                    .any(|m| m.hooks().contains(hook))
+            })
+        };
         Pipeline {
+            may_block: any(Hooks::BLOCKING),
+            may_async: any(Hooks::ASYNC),
             rules,
             slots,
             base,
-            may_block,
         }
     }
 

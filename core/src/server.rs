@@ -68,7 +68,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 tracing_actix_web::TracingLogger::default(),
             ))
             .default_service(fn_service(move |sreq: ServiceRequest| {
-                let (req, _payload) = sreq.into_parts();
+                let (req, payload) = sreq.into_parts();
                 let clock = req.conn_data::<Rc<crate::conn::ConnClock>>();
                 let busy = clock.is_some_and(|c| {
                     c.begin();
@@ -95,6 +95,16 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                             }
                             None => res,
                         }
+                    }));
+                }
+                if may_async(&cfg, &req) {
+                    let cfg = arc_swap::Guard::into_inner(cfg);
+                    return HandleFuture::Offloaded(Box::pin(async move {
+                        let mut res = respond(&cfg, &req, Some(payload)).await;
+                        if let Some(f) = flight {
+                            res = f.track(res);
+                        }
+                        ServiceResponse::new(req, res)
                     }));
                 }
                 let mut res = handle(&cfg, &req);
@@ -542,6 +552,21 @@ fn may_block(cfg: &Config, req: &HttpRequest) -> bool {
             .may_block
 }
 
+/// True when the vhost this request goes to has an asynchronous content
+/// handler ([`Hooks::ASYNC`]).
+fn may_async(cfg: &Config, req: &HttpRequest) -> bool {
+    cfg.vhosts.any_may_async()
+        && cfg
+            .vhosts
+            .select_on(
+                request_host(req),
+                Some(req.app_config().local_addr()),
+                req.app_config().secure(),
+            )
+            .pipeline
+            .may_async
+}
+
 /// Moves a value between a worker and the blocking pool.
 struct AssertSend<T>(T);
 // SAFETY: see `offload`: a value wrapped here is owned by exactly one thread at
@@ -701,8 +726,30 @@ fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResp
     None
 }
 
-/// Runs one request through the pipeline of its vhost.
+/// Runs one request through the pipeline of its vhost, synchronously: the
+/// future of [`respond`] is polled once in place (no allocation), which
+/// completes unless an asynchronous content handler answers, and those
+/// vhosts take [`respond`] as a future instead (see the app service).
 fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
+    let fut = std::pin::pin!(respond(cfg, req, None));
+    match std::future::Future::poll(fut, &mut Context::from_waker(std::task::Waker::noop())) {
+        Poll::Ready(r) => r,
+        Poll::Pending => {
+            tracing::error!(
+                "an asynchronous content handler cannot run in a vhost whose plugins may block"
+            );
+            error_response(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    }
+}
+
+/// Runs one request through the pipeline of its vhost. `payload` is the
+/// request body, for the content handlers that take it.
+async fn respond(
+    cfg: &Arc<Config>,
+    req: &HttpRequest,
+    payload: Option<actix_web::dev::Payload>,
+) -> HttpResponse {
     let early = protocol_check(req, &cfg.server);
     let vhost = cfg.vhosts.select_on(
         if early.is_some() {
@@ -741,6 +788,14 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
     };
     let pipeline = &vhost.pipeline;
     let mut cx = Ctx::new(req, &vhost.info, path);
+    let over = Rc::new(std::cell::Cell::new(false));
+    if let Some(p) = payload {
+        cx.set_body(crate::request_body::RequestBody::new(
+            p,
+            cfg.server.max_body_size,
+            over.clone(),
+        ));
+    }
     let resolve = |cx: &Ctx<'_>| {
         pipeline.resolve(&crate::rule::MatchInput {
             path: cx.path(),
@@ -760,7 +815,7 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         None => {
             let mut rewrites = 0;
             loop {
-                match run_handlers(&active, &mut cx) {
+                match run_handlers(&active, &mut cx).await {
                     Handled::Response(r) => break r,
                     Handled::Rewritten if rewrites < crate::context::MAX_REWRITES => {
                         rewrites += 1;
@@ -780,6 +835,11 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
         }
     }
     res.headers_mut().insert(header::SERVER, SERVER);
+    // a body over max-body-size was cut off unread: 413, then close
+    if over.get() {
+        res.head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
     // No module reads request bodies: on actix-http (TLS, or the "actix"
     // engine) a request with a chunked body gets `Connection: close`, so the
     // connection is not kept alive behind an unread body; Tessera's engine
@@ -866,7 +926,7 @@ enum Handled {
     Rewritten,
 }
 
-fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handled {
+async fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handled {
     for (h, m) in active {
         if h.contains(Hooks::REQUEST) {
             let outcome = m.on_request(cx);
@@ -882,6 +942,11 @@ fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handl
         if h.contains(Hooks::CONTENT) {
             if let Some(r) = m.content(cx) {
                 return Handled::Response(r);
+            }
+        }
+        if h.contains(Hooks::ASYNC) {
+            if let Some(f) = m.content_async(cx) {
+                return Handled::Response(f.await);
             }
         }
     }

@@ -131,6 +131,11 @@ impl VhostTable {
         self.vhosts.iter().any(|v| v.pipeline.may_block)
     }
 
+    /// True when some vhost's pipeline has an asynchronous content handler.
+    pub fn any_may_async(&self) -> bool {
+        self.vhosts.iter().any(|v| v.pipeline.may_async)
+    }
+
     /// The default vhost.
     pub fn default_vhost(&self) -> &Vhost {
         &self.vhosts[self.default]

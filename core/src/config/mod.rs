@@ -95,6 +95,27 @@ pub struct ServerSettings {
     /// Bodies are never read by the built-in modules.
     #[serde(default = "default_max_body", alias = "max_body_size")]
     pub max_body_size: u64,
+    /// Proxies and load balancers whose word on the client address is
+    /// trusted: IP addresses and CIDR networks. For a request from one of
+    /// them, the client address that `access`, `remote-ip` rules, `%h` in the
+    /// access log and `X-Forwarded-For` to upstreams see is taken from
+    /// `real-ip-header`; from anyone else that header is ignored. Also the
+    /// only sources allowed on `listen-proxy-protocol` listeners. Default
+    /// `[]` (lighttpd `extforward.forwarder`, nginx `set_real_ip_from`).
+    #[serde(default)]
+    pub trusted_proxies: crate::realip::TrustedProxies,
+    /// `"x-forwarded-for"` (default) or `"forwarded"` (RFC 7239): where
+    /// trusted proxies put the client address (lighttpd
+    /// `extforward.headers`, nginx `real_ip_header`).
+    #[serde(default)]
+    pub real_ip_header: crate::realip::RealIpHeader,
+    /// Plain-TCP addresses, like `listen`, whose connections start with a
+    /// PROXY protocol header (v1 text or v2 binary, HAProxy's), which gives
+    /// the client address. A connection from outside `trusted-proxies`, or
+    /// without a valid header, is closed. Default `[]` (nginx `listen ...
+    /// proxy_protocol`, lighttpd `extforward.hap-PROXY`).
+    #[serde(default)]
+    pub listen_proxy_protocol: Vec<String>,
     /// Most header fields in a request head; more is 431 (RFC 6585 §5).
     /// Default 100, at most 256 (nginx has no count, only buffer sizes;
     /// lighttpd `server.max-request-field-size` caps bytes). Applies to the
@@ -211,6 +232,8 @@ pub struct Config {
     pub tls: Arc<crate::tls::CertTable>,
     /// The `[[plugin]]` libraries loaded, in file order (for `tessera -t`).
     pub plugins: Vec<LoadedPlugin>,
+    /// The `[[upstream]]` declarations with their health and counters.
+    pub upstreams: Arc<crate::upstream::Upstreams>,
 }
 
 /// A `[[plugin]]` library that was loaded and checked.
@@ -374,6 +397,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     let mut server = None;
     let mut vhost_values: &[Value] = &[];
     let mut plugin_values: &[Value] = &[];
+    let mut upstream_configs = Vec::new();
     for (k, v) in top {
         match k.as_str() {
             "server" => {
@@ -389,6 +413,19 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
                     .as_array()
                     .ok_or_else(|| e.at("vhost", "must be an array of tables ([[vhost]])"))?
             }
+            "upstream" => {
+                let list = v.as_array().ok_or_else(|| {
+                    e.at("upstream", "must be an array of tables ([[upstream]])")
+                })?;
+                for (i, u) in list.iter().enumerate() {
+                    upstream_configs.push(
+                        serde_path_to_error::deserialize::<_, crate::upstream::UpstreamConfig>(u)
+                            .map_err(|err| {
+                                e.at(format!("upstream[{i}].{}", err.path()), err.inner().to_string())
+                            })?,
+                    );
+                }
+            }
             "plugin" => {
                 plugin_values = v
                     .as_array()
@@ -397,7 +434,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
             other => {
                 return Err(e.at(
                     other,
-                    "unknown key (expected `server`, `plugin` or `vhost`)",
+                    "unknown key (expected `server`, `upstream`, `plugin` or `vhost`)",
                 ))
             }
         }
@@ -411,6 +448,8 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     if vhost_values.is_empty() {
         return Err(e.at("vhost", "no [[vhost]] is configured"));
     }
+    let upstreams = crate::upstream::Upstreams::build(upstream_configs)
+        .map_err(|(key, reason)| e.at(key, reason))?;
     let (registry, plugins) = load_plugins(file, &dir, plugin_values, vhost_values, registry)?;
     let registry = &registry;
     let shared = SharedState::default();
@@ -419,7 +458,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
     let mut claimed: HashMap<String, String> = HashMap::new();
     let mut certs = Vec::new();
     for (i, v) in vhost_values.iter().enumerate() {
-        let (vh, is_default, cert) = build_vhost(file, &dir, i, v, registry, &shared)?;
+        let (vh, is_default, cert) = build_vhost(file, &dir, i, v, registry, &shared, &upstreams)?;
         if let Some(c) = cert {
             certs.push((i, vh.info.names.clone(), c));
         }
@@ -488,6 +527,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         shared,
         tls: Arc::new(table),
         plugins,
+        upstreams: Arc::new(upstreams),
     })
 }
 
@@ -645,6 +685,7 @@ fn build_vhost(
     v: &Value,
     registry: &Registry,
     shared: &SharedState,
+    upstreams: &crate::upstream::Upstreams,
 ) -> Result<(Vhost, bool, Option<Arc<rustls::sign::CertifiedKey>>), ConfigError> {
     let table = v.as_object().ok_or_else(|| ConfigError {
         file: file.to_owned(),
@@ -845,6 +886,7 @@ fn build_vhost(
                 config_dir: dir,
                 shared,
                 rule_match,
+                upstreams,
             };
             let f = registry.get(name).expect("checked above");
             f.build(table, &cx).map_err(|err| {

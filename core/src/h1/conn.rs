@@ -30,7 +30,6 @@ use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{timeout_at, Instant};
 
-use super::chunked::Decoder;
 use super::head::{self, Framing, HeadError, Limits};
 
 /// Settings of every connection of a listener, read once at start.
@@ -135,10 +134,16 @@ pub async fn serve<S>(
         // A client waiting for 100 Continue gets the final answer instead and
         // a close: its body may or may not follow (RFC 9110 §10.1.1).
         let head_expects = head.expect_continue && framing != Framing::None;
-        if head_expects {
-            keep = false;
-        }
-        let mut req = Request::new();
+        // the body streams to the handler as it asks (super::body)
+        let (mut body, mut req) = match framing {
+            Framing::None | Framing::Length(0) => (None, Request::new()),
+            _ => {
+                let (inc, stream) = super::body::Incoming::new(framing);
+                let stream: actix_http::BoxedPayloadStream = Box::pin(stream);
+                let payload = actix_http::Payload::Stream { payload: stream };
+                (Some(inc), Request::with_payload(payload))
+            }
+        };
         {
             let h = req.head_mut();
             h.method = head.method;
@@ -153,7 +158,20 @@ pub async fn serve<S>(
             });
         }
         // 3. the app
-        let res = match svc.call(req).await {
+        let mut call = std::pin::pin!(svc.call(req));
+        let res = loop {
+            match body.as_mut() {
+                Some(b) if b.active() => {
+                    tokio::select! {
+                        biased;
+                        r = &mut call => break r,
+                        () = b.pump(&mut io, &mut buf, &st, head_expects) => {}
+                    }
+                }
+                _ => break call.await,
+            }
+        };
+        let res = match res {
             Ok(r) => r,
             Err(e) => e.error_response().into(),
         };
@@ -163,15 +181,12 @@ pub async fn serve<S>(
         // 4. the unread body, read and discarded before the response goes out
         // (a client that sends its whole body before reading would otherwise
         // stall against a large response); a body above the drain limit, or
-        // one the client withholds for 100 Continue, closes the connection
-        let drained = match framing {
-            _ if head_expects => false,
-            Framing::None => true,
-            Framing::Length(n) if n <= st.drain_limit => {
-                drain_length(&mut io, &mut buf, n, &st).await
-            }
-            Framing::Length(_) => false,
-            Framing::Chunked => drain_chunked(&mut io, &mut buf, &st).await,
+        // one the client withholds for a 100 Continue never sent, closes the
+        // connection
+        let drained = match body.as_mut() {
+            None => true,
+            Some(b) if head_expects && !b.continued && !b.done => false,
+            Some(b) => b.drain(&mut io, &mut buf, &st, st.drain_limit).await,
         };
         if !drained {
             keep = false;
@@ -258,7 +273,7 @@ async fn read_head(
 }
 
 /// Writes `bytes` whole within the send timeout.
-async fn send(io: &mut TcpStream, bytes: &[u8], st: &Settings) -> std::io::Result<()> {
+pub(super) async fn send(io: &mut TcpStream, bytes: &[u8], st: &Settings) -> std::io::Result<()> {
     match timeout_at(Instant::now() + st.send_timeout, io.write_all(bytes)).await {
         Ok(r) => r,
         Err(_) => {
@@ -720,7 +735,7 @@ impl ItoaBuf {
 
 /// Reads more bytes into `buf` within the header timeout (an unread body
 /// trickled by the client is timed like a head).
-async fn fill(io: &mut TcpStream, buf: &mut BytesMut, deadline: Instant) -> bool {
+pub(super) async fn fill(io: &mut TcpStream, buf: &mut BytesMut, deadline: Instant) -> bool {
     if buf.capacity() - buf.len() < 1024 {
         buf.reserve(READ_CHUNK);
     }
@@ -739,43 +754,6 @@ fn count_timeout() {
     crate::stats::global()
         .timeouts
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Discards `n` body bytes. `false`: the connection must close.
-async fn drain_length(io: &mut TcpStream, buf: &mut BytesMut, mut n: u64, st: &Settings) -> bool {
-    let deadline = Instant::now() + st.header_timeout;
-    loop {
-        let k = n.min(buf.len() as u64) as usize;
-        buf.advance(k);
-        n -= k as u64;
-        if n == 0 {
-            return true;
-        }
-        if !fill(io, buf, deadline).await {
-            return false;
-        }
-    }
-}
-
-/// Discards a chunked body of at most `drain_limit` bytes.
-async fn drain_chunked(io: &mut TcpStream, buf: &mut BytesMut, st: &Settings) -> bool {
-    let deadline = Instant::now() + st.header_timeout;
-    let mut d = Decoder::new(st.drain_limit);
-    loop {
-        match d.step(buf) {
-            Ok(s) if s.done => {
-                buf.advance(s.consumed);
-                return true;
-            }
-            Ok(s) if s.consumed > 0 => buf.advance(s.consumed),
-            Ok(_) => {
-                if !fill(io, buf, deadline).await {
-                    return false;
-                }
-            }
-            Err(_) => return false,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! `ngx_http_process_request_header`).
 
 pub mod accept;
+pub mod body;
 pub mod chunked;
 pub mod conn;
 pub mod head;

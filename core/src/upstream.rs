@@ -1,0 +1,451 @@
+//! Upstreams: named groups of back-end servers declared once (`[[upstream]]`)
+//! and used by any module that talks to a back end (`proxy` today; FastCGI,
+//! SCGI and uwsgi next). This is nginx's `upstream` block, lighttpd's
+//! `proxy.server` host lists with `proxy.balance`, and Cherokee's balancers.
+//!
+//! The core keeps what every protocol shares: the server list, the choice of
+//! a server (balancing), passive health (a server that fails `max-fails`
+//! times is down for `fail-timeout` seconds, nginx's semantics), and the
+//! counters the `status` module shows. Transport and connection pools belong
+//! to the module that speaks the protocol.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How a server is chosen for each request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// In turn (nginx's default, lighttpd `proxy.balance = "round-robin"`,
+    /// Cherokee `round_robin`).
+    #[default]
+    RoundRobin,
+    /// The server with the fewest requests in flight (nginx `least_conn`,
+    /// lighttpd `"fair"`).
+    LeastConn,
+    /// By client address, so a client keeps its server while it is up (nginx
+    /// `ip_hash`, lighttpd `"hash"`, Cherokee `ip_hash`).
+    IpHash,
+    /// The first server that is up: failover in order (Cherokee `failover`,
+    /// lighttpd `"sticky"` with one client).
+    First,
+}
+
+/// One `[[upstream]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct UpstreamConfig {
+    /// The name modules refer to (`upstream = "app"`). Required, unique.
+    pub name: String,
+    /// Servers as `host:port` (a name is resolved at start and reload) or
+    /// `unix:/path/to/socket`. Required, at least one.
+    pub servers: Vec<String>,
+    /// Default `round-robin`.
+    #[serde(default)]
+    pub balance: Balance,
+    /// Failures (refused or timed-out connections, timeouts) after which a
+    /// server is down. Default 1 (nginx `max_fails`); 0 never marks it down.
+    #[serde(default = "one")]
+    pub max_fails: u32,
+    /// Seconds a failed server stays down. Default 10 (nginx `fail_timeout`).
+    #[serde(default = "ten")]
+    pub fail_timeout: u64,
+    /// Seconds to establish a connection. Default 5.
+    #[serde(default = "five")]
+    pub connect_timeout: u64,
+    /// Seconds to wait for the response head, and between two reads of its
+    /// body. Default 60 (nginx `proxy_read_timeout`).
+    #[serde(default = "sixty")]
+    pub read_timeout: u64,
+    /// Seconds a write of the request may stall. Default 60 (nginx
+    /// `proxy_send_timeout`).
+    #[serde(default = "sixty")]
+    pub send_timeout: u64,
+    /// Seconds an idle kept-alive connection to a server is kept per worker.
+    /// Default 15; 0 closes connections after each request.
+    #[serde(default = "fifteen")]
+    pub keepalive_timeout: u64,
+    /// Connections per worker to all servers of this upstream, busy and idle.
+    /// Default 100.
+    #[serde(default = "hundred")]
+    pub max_connections: usize,
+}
+
+fn one() -> u32 {
+    1
+}
+fn five() -> u64 {
+    5
+}
+fn ten() -> u64 {
+    10
+}
+fn fifteen() -> u64 {
+    15
+}
+fn sixty() -> u64 {
+    60
+}
+fn hundred() -> usize {
+    100
+}
+
+/// Where a server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// `host:port` as configured (`host` may be a name).
+    Tcp(String),
+    /// A Unix socket path.
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Tcp(a) => f.write_str(a),
+            Address::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// One server of an upstream, with its health and counters (shared by all
+/// workers, lock-free).
+#[derive(Debug)]
+pub struct Server {
+    /// Its address.
+    pub address: Address,
+    fails: AtomicU32,
+    /// Milliseconds since [`epoch`] until which it is down; 0: up.
+    down_until: AtomicU64,
+    in_flight: AtomicUsize,
+    /// Requests sent to it.
+    pub requests: AtomicU64,
+    /// Requests that failed at it (connect, timeout, broken response).
+    pub failures: AtomicU64,
+}
+
+impl Server {
+    /// Whether it is up now (not marked down, or its time is over).
+    pub fn is_up(&self) -> bool {
+        let d = self.down_until.load(Ordering::Relaxed);
+        d == 0 || now_ms() >= d
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// A configured upstream.
+#[derive(Debug)]
+pub struct Upstream {
+    /// Its name.
+    pub name: String,
+    /// Its servers, in configured order.
+    pub servers: Vec<Server>,
+    /// Its settings.
+    pub config: UpstreamConfig,
+    next: AtomicUsize,
+}
+
+/// A server chosen for one request: counts it in flight until dropped, and
+/// records how the request went.
+pub struct Pick<'a> {
+    /// The upstream.
+    pub upstream: &'a Upstream,
+    /// Index of the server in `upstream.servers`.
+    pub index: usize,
+}
+
+impl Pick<'_> {
+    /// The chosen server.
+    pub fn server(&self) -> &Server {
+        &self.upstream.servers[self.index]
+    }
+
+    /// The request got a response from the server: its failure count resets.
+    pub fn succeeded(self) {
+        self.server().fails.store(0, Ordering::Relaxed);
+    }
+
+    /// The server failed (refused, timed out, broke off): after `max-fails`
+    /// such failures it is down for `fail-timeout` seconds.
+    pub fn failed(self) {
+        let s = self.server();
+        s.failures.fetch_add(1, Ordering::Relaxed);
+        let max = self.upstream.config.max_fails;
+        if max == 0 {
+            return;
+        }
+        if s.fails.fetch_add(1, Ordering::Relaxed) + 1 >= max {
+            s.fails.store(0, Ordering::Relaxed);
+            let until = now_ms() + self.upstream.config.fail_timeout * 1000;
+            s.down_until.store(until.max(1), Ordering::Relaxed);
+            tracing::warn!(
+                upstream = %self.upstream.name,
+                server = %s.address,
+                "server marked down for {} s",
+                self.upstream.config.fail_timeout
+            );
+        }
+    }
+}
+
+impl Drop for Pick<'_> {
+    fn drop(&mut self) {
+        self.server().in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Upstream {
+    /// Chooses a server by the balance method, skipping servers that are
+    /// down and those in `tried` (indices already tried for this request).
+    /// When every untried server is down, the one that comes back first is
+    /// tried anyway (nginx does the same rather than fail at once).
+    /// `None`: every server was tried.
+    pub fn pick(&self, client: Option<IpAddr>, tried: &[usize]) -> Option<Pick<'_>> {
+        let n = self.servers.len();
+        let untried = |i: &usize| !tried.contains(i);
+        let up = |i: &usize| untried(i) && self.servers[*i].is_up();
+        let start = match self.config.balance {
+            Balance::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed) % n,
+            Balance::First => 0,
+            Balance::IpHash => client.map_or(0, |ip| (hash_ip(ip) % n as u64) as usize),
+            Balance::LeastConn => {
+                let rr = self.next.fetch_add(1, Ordering::Relaxed);
+                let best = (0..n)
+                    .map(|k| (rr + k) % n)
+                    .filter(up)
+                    .min_by_key(|i| self.servers[*i].in_flight());
+                best.unwrap_or(rr % n)
+            }
+        };
+        let chosen = (0..n)
+            .map(|k| (start + k) % n)
+            .find(up)
+            .or_else(|| {
+                (0..n)
+                    .filter(untried)
+                    .min_by_key(|i| self.servers[*i].down_until.load(Ordering::Relaxed))
+            })?;
+        self.servers[chosen]
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
+        self.servers[chosen]
+            .requests
+            .fetch_add(1, Ordering::Relaxed);
+        Some(Pick {
+            upstream: self,
+            index: chosen,
+        })
+    }
+
+    /// Seconds as a `Duration`, for the timeouts.
+    pub fn timeout(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+}
+
+/// FNV-1a over the address bytes: stable across restarts and workers.
+fn hash_ip(ip: IpAddr) -> u64 {
+    let bytes: Vec<u8> = match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => v4.octets().to_vec(),
+            None => a.octets().to_vec(),
+        },
+    };
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis() as u64)
+}
+
+/// All upstreams of a configuration, by name.
+#[derive(Debug, Default)]
+pub struct Upstreams {
+    by_name: HashMap<String, Arc<Upstream>>,
+    order: Vec<Arc<Upstream>>,
+}
+
+impl Upstreams {
+    /// Builds them from the `[[upstream]]` tables. Errors: `(key, reason)`
+    /// for a missing or duplicate name, an empty or malformed server list.
+    pub fn build(configs: Vec<UpstreamConfig>) -> Result<Upstreams, (String, String)> {
+        let mut out = Upstreams::default();
+        for (i, c) in configs.into_iter().enumerate() {
+            let at = |k: &str| format!("upstream[{i}].{k}");
+            if c.name.is_empty() {
+                return Err((at("name"), "must not be empty".into()));
+            }
+            if out.by_name.contains_key(&c.name) {
+                return Err((at("name"), format!("\"{}\" is declared twice", c.name)));
+            }
+            if c.servers.is_empty() {
+                return Err((at("servers"), "needs at least one server".into()));
+            }
+            let mut servers = Vec::new();
+            for s in &c.servers {
+                let address = parse_address(s).map_err(|r| (at("servers"), r))?;
+                servers.push(Server {
+                    address,
+                    fails: AtomicU32::new(0),
+                    down_until: AtomicU64::new(0),
+                    in_flight: AtomicUsize::new(0),
+                    requests: AtomicU64::new(0),
+                    failures: AtomicU64::new(0),
+                });
+            }
+            let u = Arc::new(Upstream {
+                name: c.name.clone(),
+                servers,
+                config: c,
+                next: AtomicUsize::new(0),
+            });
+            out.by_name.insert(u.name.clone(), u.clone());
+            out.order.push(u);
+        }
+        Ok(out)
+    }
+
+    /// The upstream named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.by_name.get(name)
+    }
+
+    /// All upstreams, in file order.
+    pub fn all(&self) -> &[Arc<Upstream>] {
+        &self.order
+    }
+
+    /// The declared names, for error messages.
+    pub fn names(&self) -> Vec<&str> {
+        self.order.iter().map(|u| u.name.as_str()).collect()
+    }
+}
+
+/// Parses `host:port` or `unix:/path`.
+fn parse_address(s: &str) -> Result<Address, String> {
+    if let Some(p) = s.strip_prefix("unix:") {
+        if !p.starts_with('/') {
+            return Err(format!("\"{s}\": a Unix socket path must be absolute"));
+        }
+        return Ok(Address::Unix(p.into()));
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("\"{s}\" is not host:port or unix:/path"));
+    };
+    if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+        return Err(format!("\"{s}\" is not host:port or unix:/path"));
+    }
+    if s.contains('/') || s.contains(' ') {
+        return Err(format!("\"{s}\" is not host:port (no scheme or path)"));
+    }
+    Ok(Address::Tcp(s.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(balance: Balance, n: usize) -> Upstreams {
+        Upstreams::build(vec![UpstreamConfig {
+            name: "u".into(),
+            servers: (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect(),
+            balance,
+            max_fails: 1,
+            fail_timeout: 10,
+            connect_timeout: 5,
+            read_timeout: 60,
+            send_timeout: 60,
+            keepalive_timeout: 15,
+            max_connections: 100,
+        }])
+        .unwrap()
+    }
+
+    #[test]
+    fn round_robin_takes_turns_and_skips_a_down_server() {
+        let ups = upstream(Balance::RoundRobin, 3);
+        let u = ups.get("u").unwrap();
+        let seq: Vec<usize> = (0..3).map(|_| u.pick(None, &[]).unwrap().index).collect();
+        assert_eq!(seq, [0, 1, 2]);
+        u.pick(None, &[1]).unwrap(); // turn moves on
+        let p = u.pick(None, &[]).unwrap();
+        let i = p.index;
+        p.failed();
+        for _ in 0..6 {
+            assert_ne!(u.pick(None, &[]).unwrap().index, i);
+        }
+    }
+
+    #[test]
+    fn first_fails_over_in_order_and_retries_skip_tried_servers() {
+        let ups = upstream(Balance::First, 3);
+        let u = ups.get("u").unwrap();
+        assert_eq!(u.pick(None, &[]).unwrap().index, 0);
+        assert_eq!(u.pick(None, &[0]).unwrap().index, 1);
+        u.pick(None, &[]).unwrap().failed();
+        assert_eq!(u.pick(None, &[]).unwrap().index, 1);
+        assert!(u.pick(None, &[0, 1, 2]).is_none());
+    }
+
+    #[test]
+    fn all_down_still_tries_the_one_back_first() {
+        let ups = upstream(Balance::First, 2);
+        let u = ups.get("u").unwrap();
+        u.pick(None, &[]).unwrap().failed();
+        u.pick(None, &[]).unwrap().failed();
+        assert!(u.pick(None, &[]).is_some());
+    }
+
+    #[test]
+    fn ip_hash_is_stable_per_client() {
+        let ups = upstream(Balance::IpHash, 4);
+        let u = ups.get("u").unwrap();
+        for last in 0..50u8 {
+            let ip: IpAddr = format!("10.0.0.{last}").parse().unwrap();
+            let a = u.pick(Some(ip), &[]).unwrap().index;
+            let b = u.pick(Some(ip), &[]).unwrap().index;
+            assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn least_conn_prefers_the_idle_server() {
+        let ups = upstream(Balance::LeastConn, 2);
+        let u = ups.get("u").unwrap();
+        let busy = u.pick(None, &[]).unwrap();
+        let other = u.pick(None, &[]).unwrap();
+        assert_ne!(busy.index, other.index);
+        let keep = busy.index;
+        drop(other);
+        for _ in 0..4 {
+            assert_ne!(u.pick(None, &[]).unwrap().index, keep);
+        }
+    }
+
+    #[test]
+    fn bad_declarations_are_refused() {
+        let mut c = upstream(Balance::First, 1).all()[0].config.clone();
+        c.servers = vec!["http://x:80/".into()];
+        assert!(Upstreams::build(vec![c.clone()]).is_err());
+        c.servers = vec!["unix:relative.sock".into()];
+        assert!(Upstreams::build(vec![c.clone()]).is_err());
+        c.servers = vec![];
+        assert!(Upstreams::build(vec![c.clone()]).is_err());
+        c.servers = vec!["a:1".into()];
+        assert!(Upstreams::build(vec![c.clone(), c]).is_err());
+    }
+}
