@@ -26,7 +26,7 @@ fn connect(s: &Server) -> TcpStream {
 }
 
 /// Reads one response (head and Content-Length body) from `c`.
-fn read_response(c: &mut TcpStream) -> Response {
+pub(crate) fn read_response(c: &mut TcpStream) -> Response {
     read_response_line(c).1
 }
 

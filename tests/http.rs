@@ -17,6 +17,7 @@ mod import;
 mod lifecycle;
 mod plugins;
 mod properties;
+mod proxy;
 mod redirect;
 mod rewrite;
 mod rules;

@@ -12,7 +12,8 @@ use crate::context::{Ctx, LogRecord};
 use crate::vhost::VhostInfo;
 
 /// The future of an asynchronous content handler ([`Module::content_async`]).
-pub type ContentFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse> + 'a>>;
+pub type ContentFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse> + 'a>>;
 
 /// What a request-phase hook decided (nginx `NGX_DECLINED` / `NGX_OK`).
 pub enum Outcome {

@@ -149,7 +149,12 @@ mod tests {
             ip("192.0.2.9")
         );
         assert_eq!(
-            client_address(ip("10.1.1.1"), &t, xff, ["6.6.6.6, 203.0.113.5"].into_iter()),
+            client_address(
+                ip("10.1.1.1"),
+                &t,
+                xff,
+                ["6.6.6.6, 203.0.113.5"].into_iter()
+            ),
             ip("203.0.113.5")
         );
     }
@@ -186,5 +191,40 @@ mod tests {
     fn bad_entries_are_refused() {
         let v = serde_json::json!(["10.0.0.0/33"]);
         assert!(TrustedProxies::deserialize(v).is_err());
+    }
+}
+
+/// In a request's extensions when its client address was taken from a
+/// trusted proxy's header: the proxy's own address (the `proxy` module
+/// appends it to the chain it forwards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViaProxy(pub IpAddr);
+
+/// Sets the peer address of `req` to the client's when the peer is a trusted
+/// proxy (see [`client_address`]), so that every module, rule and log sees
+/// the client. Costs nothing when `trusted` is empty.
+pub fn apply(req: &mut actix_web::dev::ServiceRequest, trusted: &TrustedProxies, h: RealIpHeader) {
+    let Some(peer) = req.peer_addr() else {
+        return;
+    };
+    if trusted.is_empty() || !trusted.contains(peer.ip()) {
+        return;
+    }
+    let name = match h {
+        RealIpHeader::XForwardedFor => "x-forwarded-for",
+        RealIpHeader::Forwarded => "forwarded",
+    };
+    let values: Vec<&str> = req
+        .headers()
+        .get_all(name)
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if values.is_empty() {
+        return;
+    }
+    let client = client_address(peer.ip(), trusted, h, values.into_iter());
+    if client != canonical(peer.ip()) {
+        req.head_mut().peer_addr = Some(std::net::SocketAddr::new(client, 0));
+        actix_web::HttpMessage::extensions_mut(req).insert(ViaProxy(peer.ip()));
     }
 }

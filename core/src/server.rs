@@ -67,7 +67,14 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 spans,
                 tracing_actix_web::TracingLogger::default(),
             ))
-            .default_service(fn_service(move |sreq: ServiceRequest| {
+            .default_service(fn_service(move |mut sreq: ServiceRequest| {
+                {
+                    let cfg = rt.current.load();
+                    let s = &cfg.server;
+                    if !s.trusted_proxies.is_empty() {
+                        crate::realip::apply(&mut sreq, &s.trusted_proxies, s.real_ip_header);
+                    }
+                }
                 let (req, payload) = sreq.into_parts();
                 let clock = req.conn_data::<Rc<crate::conn::ConnClock>>();
                 let busy = clock.is_some_and(|c| {
@@ -789,7 +796,7 @@ async fn respond(
     let pipeline = &vhost.pipeline;
     let mut cx = Ctx::new(req, &vhost.info, path);
     let over = Rc::new(std::cell::Cell::new(false));
-    if let Some(p) = payload {
+    if let Some(p) = payload.filter(|p| !matches!(p, actix_web::dev::Payload::None)) {
         cx.set_body(crate::request_body::RequestBody::new(
             p,
             cfg.server.max_body_size,

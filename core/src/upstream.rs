@@ -226,14 +226,11 @@ impl Upstream {
                 best.unwrap_or(rr % n)
             }
         };
-        let chosen = (0..n)
-            .map(|k| (start + k) % n)
-            .find(up)
-            .or_else(|| {
-                (0..n)
-                    .filter(untried)
-                    .min_by_key(|i| self.servers[*i].down_until.load(Ordering::Relaxed))
-            })?;
+        let chosen = (0..n).map(|k| (start + k) % n).find(up).or_else(|| {
+            (0..n)
+                .filter(untried)
+                .min_by_key(|i| self.servers[*i].down_until.load(Ordering::Relaxed))
+        })?;
         self.servers[chosen]
             .in_flight
             .fetch_add(1, Ordering::Relaxed);

@@ -271,6 +271,7 @@ mod tests {
             config_dir: Path::new("."),
             shared: &shared,
             rule_match: None,
+            upstreams: &tessera_core::upstream::Upstreams::default(),
         };
         ErrorPages::build(cfg, &cx)
     }

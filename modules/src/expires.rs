@@ -856,6 +856,7 @@ mod tests {
             config_dir: std::path::Path::new("."),
             shared: &shared,
             rule_match: None,
+            upstreams: &tessera_core::upstream::Upstreams::default(),
         };
         Expires::build(cfg, &cx)
     }

@@ -440,6 +440,7 @@ mod tests {
             config_dir: std::path::Path::new("."),
             shared: &shared,
             rule_match: None,
+            upstreams: &tessera_core::upstream::Upstreams::default(),
         };
         Headers::build(cfg, &cx)
     }

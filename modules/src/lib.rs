@@ -40,6 +40,8 @@ pub mod expires;
 pub mod fuzzing;
 #[cfg(feature = "headers")]
 pub mod headers;
+#[cfg(feature = "proxy")]
+pub mod proxy;
 #[cfg(feature = "redirect")]
 pub mod redirect;
 #[cfg(feature = "rewrite")]
@@ -71,6 +73,8 @@ pub fn register_all(reg: &mut Registry) -> Result<(), RegistryError> {
     reg.register::<status::Status>()?;
     #[cfg(feature = "access")]
     reg.register::<access::Access>()?;
+    #[cfg(feature = "proxy")]
+    reg.register::<proxy::Proxy>()?;
     #[cfg(feature = "auth-basic")]
     reg.register::<auth_basic::AuthBasic>()?;
     #[cfg(feature = "compress")]

@@ -209,6 +209,7 @@ mod tests {
             config_dir: std::path::Path::new("."),
             shared: &shared,
             rule_match: rule,
+            upstreams: &tessera_core::upstream::Upstreams::default(),
         };
         Redirect::build(cfg, &cx)
     }

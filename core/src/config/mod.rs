@@ -414,15 +414,18 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
                     .ok_or_else(|| e.at("vhost", "must be an array of tables ([[vhost]])"))?
             }
             "upstream" => {
-                let list = v.as_array().ok_or_else(|| {
-                    e.at("upstream", "must be an array of tables ([[upstream]])")
-                })?;
+                let list = v
+                    .as_array()
+                    .ok_or_else(|| e.at("upstream", "must be an array of tables ([[upstream]])"))?;
                 for (i, u) in list.iter().enumerate() {
                     upstream_configs.push(
                         serde_path_to_error::deserialize::<_, crate::upstream::UpstreamConfig>(u)
                             .map_err(|err| {
-                                e.at(format!("upstream[{i}].{}", err.path()), err.inner().to_string())
-                            })?,
+                            e.at(
+                                format!("upstream[{i}].{}", err.path()),
+                                err.inner().to_string(),
+                            )
+                        })?,
                     );
                 }
             }

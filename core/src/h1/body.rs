@@ -147,53 +147,6 @@ impl Feed {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::future::Future;
-
-    fn poll(b: &mut BodyStream) -> Poll<Option<Result<Bytes, PayloadError>>> {
-        Pin::new(b).poll_next(&mut Context::from_waker(Waker::noop()))
-    }
-
-    #[test]
-    fn chunks_arrive_in_order_then_end() {
-        let (f, mut b) = channel();
-        assert!(!f.asked());
-        assert!(poll(&mut b).is_pending());
-        assert!(f.asked());
-        f.push(Bytes::from_static(b"ab"));
-        f.push(Bytes::from_static(b"c"));
-        f.end();
-        assert!(matches!(poll(&mut b), Poll::Ready(Some(Ok(x))) if x == "ab"));
-        assert!(matches!(poll(&mut b), Poll::Ready(Some(Ok(x))) if x == "c"));
-        assert!(matches!(poll(&mut b), Poll::Ready(None)));
-    }
-
-    #[test]
-    fn a_failed_body_ends_with_an_error() {
-        let (f, mut b) = channel();
-        f.push(Bytes::from_static(b"ab"));
-        f.fail(PayloadError::Incomplete(None));
-        assert!(matches!(poll(&mut b), Poll::Ready(Some(Ok(_)))));
-        assert!(matches!(poll(&mut b), Poll::Ready(Some(Err(_)))));
-    }
-
-    #[test]
-    fn the_queue_pushes_back_above_the_high_water_mark() {
-        let (f, mut b) = channel();
-        let _ = poll(&mut b);
-        let mut wanted = std::pin::pin!(f.wanted());
-        let cx = &mut Context::from_waker(Waker::noop());
-        assert_eq!(wanted.as_mut().poll(cx), Poll::Ready(Want::More));
-        f.push(Bytes::from(vec![0u8; HIGH_WATER]));
-        let mut wanted = std::pin::pin!(f.wanted());
-        assert!(wanted.as_mut().poll(cx).is_pending());
-        drop(b);
-        assert_eq!(wanted.as_mut().poll(cx), Poll::Ready(Want::Gone));
-    }
-}
-
 /// The engine's reading of one request body into a [`Feed`].
 pub(super) struct Incoming {
     feed: Feed,
@@ -367,5 +320,52 @@ impl Incoming {
                 Err(_) => return false,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+
+    fn poll(b: &mut BodyStream) -> Poll<Option<Result<Bytes, PayloadError>>> {
+        Pin::new(b).poll_next(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn chunks_arrive_in_order_then_end() {
+        let (f, mut b) = channel();
+        assert!(!f.asked());
+        assert!(poll(&mut b).is_pending());
+        assert!(f.asked());
+        f.push(Bytes::from_static(b"ab"));
+        f.push(Bytes::from_static(b"c"));
+        f.end();
+        assert!(matches!(poll(&mut b), Poll::Ready(Some(Ok(x))) if x == "ab"));
+        assert!(matches!(poll(&mut b), Poll::Ready(Some(Ok(x))) if x == "c"));
+        assert!(matches!(poll(&mut b), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn a_failed_body_ends_with_an_error() {
+        let (f, mut b) = channel();
+        f.push(Bytes::from_static(b"ab"));
+        f.fail(PayloadError::Incomplete(None));
+        assert!(matches!(poll(&mut b), Poll::Ready(Some(Ok(_)))));
+        assert!(matches!(poll(&mut b), Poll::Ready(Some(Err(_)))));
+    }
+
+    #[test]
+    fn the_queue_pushes_back_above_the_high_water_mark() {
+        let (f, mut b) = channel();
+        let _ = poll(&mut b);
+        let mut wanted = std::pin::pin!(f.wanted());
+        let cx = &mut Context::from_waker(Waker::noop());
+        assert_eq!(wanted.as_mut().poll(cx), Poll::Ready(Want::More));
+        f.push(Bytes::from(vec![0u8; HIGH_WATER]));
+        let mut wanted = std::pin::pin!(f.wanted());
+        assert!(wanted.as_mut().poll(cx).is_pending());
+        drop(b);
+        assert_eq!(wanted.as_mut().poll(cx), Poll::Ready(Want::Gone));
     }
 }

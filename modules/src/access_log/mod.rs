@@ -239,6 +239,7 @@ mod tests {
             config_dir: dir,
             shared,
             rule_match: None,
+            upstreams: &tessera_core::upstream::Upstreams::default(),
         };
         let cfg: AccessLogConfig = serde_json::from_value(toml_like).map_err(|e| e.to_string())?;
         AccessLog::build(cfg, &cx)

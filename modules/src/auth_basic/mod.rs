@@ -381,6 +381,7 @@ mod tests {
                 config_dir: &dir.0,
                 shared: &shared,
                 rule_match: None,
+                upstreams: &tessera_core::upstream::Upstreams::default(),
             },
         )
     }

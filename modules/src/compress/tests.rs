@@ -18,6 +18,7 @@ fn build(json: serde_json::Value) -> Result<Compress, String> {
             config_dir: Path::new("."),
             shared: &shared,
             rule_match: None,
+            upstreams: &tessera_core::upstream::Upstreams::default(),
         },
     )
 }

@@ -1,0 +1,393 @@
+//! The `proxy` module and upstreams (issue 13): real upstreams are the small
+//! Python app in tests/upstream/app.py, started on 127.0.0.1 port 0.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::engine::read_response;
+use crate::util::{Response, Server};
+
+/// A running tests/upstream/app.py.
+struct App {
+    child: Child,
+    port: u16,
+}
+
+impl App {
+    fn start(name: &str) -> App {
+        let mut child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/upstream/app.py"
+            ))
+            .arg(name)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the app's port");
+        App { child, port }
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on (bound, then closed).
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server whose `/api/` goes to an upstream of `servers` (map-path strips
+/// `/api`), the rest static; `extra_upstream` and `extra_server` are TOML
+/// lines.
+fn proxy_server(servers: &[String], extra_upstream: &str, extra_server: &str) -> Server {
+    let list = servers
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n{extra_server}\n\n[[upstream]]\nname = \"app\"\nservers = [{list}]\n{extra_upstream}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"access-log\", \"static-file\"]\n[vhost.access-log]\npath = \"access.log\"\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = {{ \"/api/\" = \"/\" }}\n"
+        ),
+        |d| {
+            d.write("www/local.txt", "local");
+        },
+    )
+}
+
+fn json(r: &Response) -> serde_json::Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|_| panic!("not JSON: {}", r.text()))
+}
+
+fn upstream_header<'a>(j: &'a serde_json::Value, name: &str) -> Vec<&'a str> {
+    j["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p[0] == name)
+        .map(|p| p[1].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_request_reaches_the_upstream_with_its_path_mapped_and_hop_by_hop_fields_stripped() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    let r = s.req(
+        "GET",
+        "/api/echo/x?q=1",
+        &[
+            "Connection: X-Secret",
+            "X-Secret: no",
+            "Keep-Alive: 5",
+            "TE: trailers",
+            "X-Kept: yes",
+        ],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = json(&r);
+    assert_eq!(j["path"], "/echo/x?q=1");
+    assert_eq!(upstream_header(&j, "x-kept"), ["yes"]);
+    for gone in ["x-secret", "keep-alive", "te"] {
+        assert!(
+            upstream_header(&j, gone).is_empty(),
+            "{gone} reached the upstream"
+        );
+    }
+    assert_eq!(upstream_header(&j, "host"), ["site.test"]);
+    assert_eq!(upstream_header(&j, "x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(upstream_header(&j, "x-forwarded-proto"), ["http"]);
+    assert_eq!(upstream_header(&j, "x-forwarded-host"), ["site.test"]);
+    // the upstream's own hop-by-hop fields stay behind too
+    assert!(r.header("x-hop").is_none(), "{:?}", r.headers);
+    assert!(r.header("keep-alive").is_none(), "{:?}", r.headers);
+    // the rest of the vhost is still static
+    assert_eq!(s.get("/local.txt").text(), "local");
+}
+
+/// Sends `head` then `body` on one connection and reads the response.
+fn exchange(s: &Server, head: &str, body: &[u8]) -> (TcpStream, Response) {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    c.write_all(body).unwrap();
+    let r = read_response(&mut c);
+    (c, r)
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+#[test]
+fn request_bodies_stream_up_with_content_length_and_chunked_framing() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "max-body-size = 8388608");
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let want = sha256_hex(&data);
+    // Content-Length
+    let (mut c, r) = exchange(
+        &s,
+        &format!(
+            "POST /api/echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\n\r\n",
+            data.len()
+        ),
+        &data,
+    );
+    let j = json(&r);
+    assert_eq!(j["length"], data.len());
+    assert_eq!(j["sha256"], want);
+    // chunked, on the same kept-alive connection
+    let mut chunked = Vec::new();
+    for part in data.chunks(100_000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        chunked.extend_from_slice(part);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    c.write_all(
+        b"POST /api/echo HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+    )
+    .unwrap();
+    c.write_all(&chunked).unwrap();
+    let r = read_response(&mut c);
+    let j = json(&r);
+    assert_eq!(j["length"], data.len(), "{}", r.text());
+    assert_eq!(j["sha256"], want);
+}
+
+#[test]
+fn expect_100_continue_is_answered_when_the_proxy_wants_the_body() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(
+        b"POST /api/echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
+    let mut interim = [0u8; 25];
+    c.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.write_all(b"hello").unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(json(&r)["length"], 5);
+    // and the connection lives on
+    c.write_all(b"GET /api/name HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c).text(), "a");
+}
+
+#[test]
+fn max_body_size_cuts_a_chunked_body_off_as_it_streams() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "max-body-size = 100000");
+    let mut body = Vec::new();
+    for _ in 0..20 {
+        body.extend_from_slice(b"2710\r\n");
+        body.extend_from_slice(&[b'z'; 10_000]);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b"0\r\n\r\n");
+    let r = s.raw(
+        &[
+            b"POST /api/echo HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .as_slice(),
+            &body,
+        ]
+        .concat(),
+    );
+    let r = Response::parse(&r, false);
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+}
+
+#[test]
+fn a_refused_upstream_is_502_and_a_slow_one_504() {
+    let s = proxy_server(&[format!("127.0.0.1:{}", dead_port())], "", "");
+    assert_eq!(s.get("/api/name").status, 502);
+    assert!(s.stderr().contains("proxy:"), "{}", s.stderr());
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "read-timeout = 1", "");
+    assert_eq!(s.get("/api/slow?s=5").status, 504);
+    assert_eq!(s.get("/api/name").text(), "a");
+}
+
+#[test]
+fn with_one_of_two_upstreams_down_every_request_succeeds() {
+    let app = App::start("b");
+    let s = proxy_server(
+        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
+        "fail-timeout = 60",
+        "",
+    );
+    for _ in 0..10 {
+        let r = s.get("/api/name");
+        assert_eq!((r.status, r.text().as_str()), (200, "b"));
+    }
+}
+
+#[test]
+fn round_robin_takes_turns_and_ip_hash_keeps_a_client_on_one_server() {
+    let (a, b) = (App::start("a"), App::start("b"));
+    let s = proxy_server(&[a.addr(), b.addr()], "", "");
+    let names: Vec<String> = (0..4).map(|_| s.get("/api/name").text()).collect();
+    assert_eq!(names, ["a", "b", "a", "b"]);
+    let s = proxy_server(&[a.addr(), b.addr()], "balance = \"ip-hash\"", "");
+    let first = s.get("/api/name").text();
+    for _ in 0..6 {
+        assert_eq!(s.get("/api/name").text(), first);
+    }
+    let s = proxy_server(&[a.addr(), b.addr()], "balance = \"first\"", "");
+    for _ in 0..4 {
+        assert_eq!(s.get("/api/name").text(), "a");
+    }
+}
+
+#[test]
+fn an_upstream_that_dies_mid_response_never_looks_complete() {
+    for path in ["/api/die", "/api/die-chunked"] {
+        let app = App::start("a");
+        let s = proxy_server(&[app.addr()], "", "");
+        let raw = s.raw(format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n").as_bytes());
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        let head_end = text.find("\r\n\r\n").unwrap() + 4;
+        let body = &raw[head_end..];
+        if path == "/api/die" {
+            assert!(body.len() < 1_000_000, "a full body arrived");
+        } else {
+            assert!(!text.ends_with("0\r\n\r\n"), "the chunked body was ended");
+        }
+        drop(app);
+    }
+}
+
+#[test]
+fn forwarding_fields_from_untrusted_clients_are_replaced_and_trusted_ones_give_the_client() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    let r = s.req("GET", "/api/echo", &["X-Forwarded-For: 203.0.113.9"]);
+    assert_eq!(upstream_header(&json(&r), "x-forwarded-for"), ["127.0.0.1"]);
+    let s = proxy_server(&[app.addr()], "", "trusted-proxies = [\"127.0.0.0/8\"]");
+    let r = s.req("GET", "/api/echo", &["X-Forwarded-For: 203.0.113.9"]);
+    assert_eq!(
+        upstream_header(&json(&r), "x-forwarded-for"),
+        ["203.0.113.9, 127.0.0.1"]
+    );
+    // the access log names the client, not the proxy (flushed at exit)
+    let dir = s.root().parent().unwrap().to_path_buf();
+    s.stop_keep_dir();
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+    assert!(log.starts_with("203.0.113.9 "), "{log}");
+}
+
+#[test]
+fn smuggling_framings_never_reach_the_upstream() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    let attack = b"POST /api/echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/echo HTTP/1.1\r\nHost: site.test\r\n\r\n";
+    let r = Response::parse(&s.raw(attack), false);
+    assert_eq!(r.status, 400);
+    let dup = b"POST /api/echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: 4\r\nContent-Length: 40\r\n\r\nabcd";
+    assert_eq!(Response::parse(&s.raw(dup), false).status, 400);
+    // the upstream served nothing before this request
+    assert_eq!(s.get("/api/count").text(), "0");
+}
+
+/// The server's resident memory, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_100_mib_download_and_upload_stream_through_with_flat_memory() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "max-body-size = 209715200");
+    let before = rss_kib(s.child.id());
+    let n = 100u64 << 20;
+    // download
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(format!("GET /api/big?n={n} HTTP/1.1\r\nHost: site.test\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut line = String::new();
+    let mut len = 0u64;
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    assert_eq!(len, n);
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut peak = before;
+    while got < n {
+        let k = r.read(&mut buf).unwrap();
+        assert!(k > 0, "closed after {got} bytes");
+        got += k as u64;
+        if got % (8 << 20) < (1 << 16) {
+            peak = peak.max(rss_kib(s.child.id()));
+        }
+    }
+    // upload on the same connection
+    c.write_all(
+        format!("POST /api/echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: {n}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let chunk = vec![b'u'; 1 << 20];
+    for i in 0..100 {
+        c.write_all(&chunk).unwrap();
+        if i % 8 == 0 {
+            peak = peak.max(rss_kib(s.child.id()));
+        }
+    }
+    let mut c2 = c.try_clone().unwrap();
+    let resp = read_response(&mut c2);
+    assert_eq!(json(&resp)["length"], n);
+    assert!(
+        peak < before + 48 * 1024,
+        "RSS grew from {before} KiB to {peak} KiB while 100 MiB streamed"
+    );
+}

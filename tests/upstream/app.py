@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""A small HTTP/1.1 upstream for the proxy tests (stdlib only).
+
+Usage: app.py NAME  -- listens on 127.0.0.1, port 0, prints "PORT\n" on
+stdout, then serves until killed. Paths:
+  /echo...        JSON: method, path, headers, body length and sha256
+  /name           the NAME given on the command line
+  /count          requests served so far (this one not included)
+  /slow?s=N       answers after N seconds (a slow back end)
+  /big?n=BYTES    BYTES bytes of 'x', with Content-Length
+  /die            Content-Length 1000000, 1000 bytes, then the process exits
+  /die-chunked    chunked, one 1000-byte chunk, then the process exits
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit, parse_qs
+
+NAME = sys.argv[1] if len(sys.argv) > 1 else "app"
+COUNT = [0]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def read_body(self):
+        h = hashlib.sha256()
+        n = 0
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                left = size
+                while left:
+                    b = self.rfile.read(min(left, 1 << 16))
+                    h.update(b)
+                    n += len(b)
+                    left -= len(b)
+                self.rfile.readline()
+        else:
+            left = int(self.headers.get("Content-Length", "0"))
+            while left:
+                b = self.rfile.read(min(left, 1 << 16))
+                if not b:
+                    break
+                h.update(b)
+                n += len(b)
+                left -= len(b)
+        return n, h.hexdigest()
+
+    def send(self, status, body, ctype="text/plain"):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "keep-alive, X-Hop")
+        self.send_header("X-Hop", "must-not-pass")
+        self.send_header("Keep-Alive", "timeout=5")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def handle_any(self):
+        url = urlsplit(self.path)
+        q = parse_qs(url.query)
+        served = COUNT[0]
+        COUNT[0] += 1
+        if url.path.startswith("/echo"):
+            n, digest = self.read_body()
+            body = json.dumps({
+                "method": self.command,
+                "path": self.path,
+                "headers": [[k.lower(), v] for k, v in self.headers.items()],
+                "length": n,
+                "sha256": digest,
+                "name": NAME,
+            }).encode()
+            self.send(200, body, "application/json")
+        elif url.path == "/name":
+            self.read_body()
+            self.send(200, NAME.encode())
+        elif url.path == "/count":
+            self.send(200, str(served).encode())
+        elif url.path == "/slow":
+            time.sleep(float(q.get("s", ["5"])[0]))
+            self.send(200, b"slow")
+        elif url.path == "/big":
+            n = int(q.get("n", ["0"])[0])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = b"x" * (1 << 16)
+            while n:
+                k = min(n, len(chunk))
+                self.wfile.write(chunk[:k])
+                n -= k
+        elif url.path == "/die":
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(b"d" * 1000)
+            self.wfile.flush()
+            os._exit(0)
+        elif url.path == "/die-chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"3e8\r\n" + b"d" * 1000 + b"\r\n")
+            self.wfile.flush()
+            os._exit(0)
+        else:
+            self.send(404, b"no such path")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
