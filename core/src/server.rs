@@ -136,8 +136,9 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     for a in &s.listen {
         if engine {
             for addr in resolve(a, "")? {
-                let g =
+                let mut g =
                     crate::h1::accept::bind(addr, workers).map_err(|e| listen_error(a, "", e))?;
+                g.proxy_protocol = s.listen_proxy_protocol.iter().any(|p| p.trim() == a);
                 bound.push((g.addr, "http"));
                 groups.push(g);
             }
@@ -186,6 +187,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 conn: listeners.settings.h1.clone(),
                 max_connections: s.max_connections,
                 shutdown_timeout: Duration::from_secs(s.shutdown_timeout),
+                trusted: s.trusted_proxies.clone(),
             },
             engine_shutdown,
         )

@@ -109,10 +109,11 @@ pub struct ServerSettings {
     /// `extforward.headers`, nginx `real_ip_header`).
     #[serde(default)]
     pub real_ip_header: crate::realip::RealIpHeader,
-    /// Plain-TCP addresses, like `listen`, whose connections start with a
-    /// PROXY protocol header (v1 text or v2 binary, HAProxy's), which gives
-    /// the client address. A connection from outside `trusted-proxies`, or
-    /// without a valid header, is closed. Default `[]` (nginx `listen ...
+    /// Entries of `listen` whose connections start with a PROXY protocol
+    /// header (v1 text or v2 binary, HAProxy's), which gives the client
+    /// address. A connection from outside `trusted-proxies`, or without a
+    /// valid header within `client-header-timeout`, is closed. Needs the
+    /// Tessera HTTP/1.1 engine. Default `[]` (nginx `listen ...
     /// proxy_protocol`, lighttpd `extforward.hap-PROXY`).
     #[serde(default)]
     pub listen_proxy_protocol: Vec<String>,
@@ -616,6 +617,26 @@ fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
             "server.max-request-headers",
             format!("must be from 1 to {}", crate::h1::head::MAX_HEADERS),
         ));
+    }
+    for p in &s.listen_proxy_protocol {
+        if !s.listen.iter().any(|l| l.trim() == p.trim()) {
+            return Err(e.at(
+                "server.listen-proxy-protocol",
+                format!("\"{p}\" is not an entry of server.listen"),
+            ));
+        }
+        if s.http1_engine != Http1Engine::Tessera {
+            return Err(e.at(
+                "server.listen-proxy-protocol",
+                "needs http1-engine = \"tessera\" (actix-http does not read the PROXY protocol)",
+            ));
+        }
+        if s.trusted_proxies.is_empty() {
+            return Err(e.at(
+                "server.listen-proxy-protocol",
+                "set server.trusted-proxies: only they may send a PROXY header",
+            ));
+        }
     }
     if s.listen.is_empty() && s.listen_tls.is_empty() {
         return Err(e.at(

@@ -68,6 +68,9 @@ pub struct Group {
     /// The bound address (the real port when port 0 was asked for).
     pub addr: SocketAddr,
     sockets: Vec<std::net::TcpListener>,
+    /// Connections start with a PROXY protocol header
+    /// (`[server] listen-proxy-protocol`).
+    pub proxy_protocol: bool,
 }
 
 /// Binds `addr` for `workers` workers (SO_REUSEADDR, backlog 1024,
@@ -88,7 +91,11 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Group> {
         for _ in 1..workers {
             sockets.push(socket(addr, true)?);
         }
-        Ok(Group { addr, sockets })
+        Ok(Group {
+            addr,
+            sockets,
+            proxy_protocol: false,
+        })
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -99,7 +106,11 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Group> {
             sockets.push(first.try_clone()?);
         }
         sockets.push(first);
-        Ok(Group { addr, sockets })
+        Ok(Group {
+            addr,
+            sockets,
+            proxy_protocol: false,
+        })
     }
 }
 
@@ -135,6 +146,9 @@ pub struct WorkerSettings {
     pub max_connections: usize,
     /// How long open connections get after shutdown starts.
     pub shutdown_timeout: Duration,
+    /// The only peers allowed on PROXY protocol listeners (`[server]
+    /// trusted-proxies`, as at start).
+    pub trusted: crate::realip::TrustedProxies,
 }
 
 /// The running workers: each reports on its channel once it has stopped
@@ -168,11 +182,11 @@ where
     Fut: std::future::Future<Output = Result<S, ()>> + 'static,
     S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error> + 'static,
 {
-    let mut per_worker: Vec<Vec<(SocketAddr, std::net::TcpListener)>> =
+    let mut per_worker: Vec<Vec<(SocketAddr, bool, std::net::TcpListener)>> =
         (0..workers).map(|_| Vec::new()).collect();
     for g in groups {
         for (i, s) in g.sockets.into_iter().enumerate() {
-            per_worker[i].push((g.addr, s));
+            per_worker[i].push((g.addr, g.proxy_protocol, s));
         }
     }
     let mut done = Vec::with_capacity(workers);
@@ -215,7 +229,7 @@ struct Load {
 }
 
 async fn worker<F, Fut, S>(
-    sockets: Vec<(SocketAddr, std::net::TcpListener)>,
+    sockets: Vec<(SocketAddr, bool, std::net::TcpListener)>,
     service: F,
     settings: WorkerSettings,
     shutdown: Shutdown,
@@ -230,8 +244,9 @@ async fn worker<F, Fut, S>(
         freed: Notify::new(),
     });
     let conn = Rc::new(settings.conn);
+    let trusted = Rc::new(settings.trusted);
     let mut loops = Vec::new();
-    for (addr, lst) in sockets {
+    for (addr, proxy_protocol, lst) in sockets {
         let Ok(svc) = service(addr).await else {
             return;
         };
@@ -242,12 +257,13 @@ async fn worker<F, Fut, S>(
                 return;
             }
         };
+        let proxied = proxy_protocol.then(|| trusted.clone());
         loops.push(actix_rt::spawn(accept_loop(
             lst,
             Rc::new(svc),
             conn.clone(),
             load.clone(),
-            settings.max_connections,
+            (settings.max_connections, proxied),
             shutdown.clone(),
         )));
     }
@@ -272,7 +288,7 @@ async fn accept_loop<S>(
     svc: Rc<S>,
     conn: Rc<Settings>,
     load: Rc<Load>,
-    max: usize,
+    (max, proxied): (usize, Option<Rc<crate::realip::TrustedProxies>>),
     shutdown: Shutdown,
 ) where
     S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error> + 'static,
@@ -297,8 +313,16 @@ async fn accept_loop<S>(
                 load.open.set(load.open.get() + 1);
                 let (svc, conn, load, shutdown) =
                     (svc.clone(), conn.clone(), load.clone(), shutdown.clone());
+                let proxied = proxied.clone();
                 actix_rt::spawn(async move {
-                    serve(io, Some(peer), svc, conn, shutdown).await;
+                    let mut io = io;
+                    let peer = match proxied {
+                        None => Some(peer),
+                        Some(t) => proxy_header(&mut io, peer, &t, &conn).await,
+                    };
+                    if peer.is_some() {
+                        serve(io, peer, svc, conn, shutdown).await;
+                    }
                     load.open.set(load.open.get() - 1);
                     if load.watched.get() {
                         load.freed.notify_waiters();
@@ -313,6 +337,32 @@ async fn accept_loop<S>(
                     () = shutdown.notified() => return,
                 }
             }
+        }
+    }
+}
+
+/// The client address a PROXY protocol header gives, read within the
+/// header timeout; `None` (the connection is then closed): the peer is not
+/// a trusted proxy, or the header is missing or invalid (logged).
+async fn proxy_header(
+    io: &mut tokio::net::TcpStream,
+    peer: SocketAddr,
+    trusted: &crate::realip::TrustedProxies,
+    st: &Settings,
+) -> Option<SocketAddr> {
+    if !trusted.contains(peer.ip()) {
+        tracing::warn!(%peer, "PROXY protocol listener: peer is not in trusted-proxies; closed");
+        return None;
+    }
+    match tokio::time::timeout(st.header_timeout, super::proxy_protocol::read(io)).await {
+        Ok(Ok(source)) => Some(source.unwrap_or(peer)),
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, "PROXY protocol header refused: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "PROXY protocol header timed out");
+            None
         }
     }
 }

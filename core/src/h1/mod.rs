@@ -15,3 +15,4 @@ pub mod body;
 pub mod chunked;
 pub mod conn;
 pub mod head;
+pub mod proxy_protocol;

@@ -63,7 +63,10 @@ pub use forward::{ForwardedMode, HostMode};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ProxyConfig {
-    /// The `[[upstream]]` to send requests to. Required.
+    /// The `[[upstream]]` to send requests to. Without it the instance
+    /// passes every request on: listing `proxy` in a vhost's `modules` with
+    /// no table only places rules' `proxy` tables in the pipeline (before
+    /// `static-file`, say).
     #[serde(default)]
     pub upstream: String,
     /// Path prefixes to replace, `{ "/api/" = "/" }`: the longest prefix of
@@ -81,6 +84,10 @@ pub struct ProxyConfig {
 
 /// A configured `proxy` instance.
 pub struct Proxy {
+    inner: Option<Inner>,
+}
+
+struct Inner {
     upstream: Arc<Upstream>,
     /// One resolved address per server (index as in `upstream.servers`).
     addrs: Vec<SocketAddr>,
@@ -98,7 +105,10 @@ impl ModuleDecl for Proxy {
 
     fn build(cfg: ProxyConfig, cx: &BuildContext<'_>) -> Result<Self, String> {
         if cfg.upstream.is_empty() {
-            return Err("upstream: required (the name of an [[upstream]])".into());
+            if !cfg.map_path.is_empty() || cfg.host != HostMode::Client {
+                return Err("upstream: required with map-path or host".into());
+            }
+            return Ok(Proxy { inner: None });
         }
         let upstream = cx.upstreams.get(&cfg.upstream).cloned().ok_or_else(|| {
             let names = cx.upstreams.names();
@@ -149,12 +159,14 @@ impl ModuleDecl for Proxy {
         }
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         Ok(Proxy {
-            upstream,
-            addrs,
-            map_path,
-            host: cfg.host,
-            forwarded: cfg.forwarded,
-            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            inner: Some(Inner {
+                upstream,
+                addrs,
+                map_path,
+                host: cfg.host,
+                forwarded: cfg.forwarded,
+                id: NEXT.fetch_add(1, Ordering::Relaxed),
+            }),
         })
     }
 }
@@ -165,7 +177,7 @@ thread_local! {
     static CLIENTS: RefCell<HashMap<usize, awc::Client>> = RefCell::new(HashMap::new());
 }
 
-impl Proxy {
+impl Inner {
     fn client(&self) -> awc::Client {
         CLIENTS.with(|c| {
             c.borrow_mut()
@@ -372,7 +384,8 @@ impl Module for Proxy {
     }
 
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
-        Some(Box::pin(self.forward(cx)))
+        let inner = self.inner.as_ref()?;
+        Some(Box::pin(inner.forward(cx)))
     }
 }
 
