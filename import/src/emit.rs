@@ -45,6 +45,8 @@ pub struct Output {
     pub listen: Vec<Listen>,
     /// Other `[server]` keys, with where they came from.
     pub server: Vec<(String, V, Src)>,
+    /// `[[upstream]]` tables (`name` first), in order.
+    pub upstreams: Vec<Vec<(String, V)>>,
     /// The vhosts, in order.
     pub vhosts: Vec<VhostOut>,
 }
@@ -193,6 +195,10 @@ pub fn write(out: &Output) -> String {
             inline(v),
             srcs_comment(std::slice::from_ref(src))
         );
+    }
+    for u in &out.upstreams {
+        s.push_str("\n[[upstream]]\n");
+        table_body(&mut s, "upstream", u);
     }
     for v in &out.vhosts {
         s.push_str(
