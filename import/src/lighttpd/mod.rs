@@ -2862,6 +2862,11 @@ mod tests {
         assert!(m(0).contains("path-prefix = \"/api/\""), "{}", m(0));
         assert!(m(1).contains(r#"path-regex = '\.jsp$'"#), "{}", m(1));
         assert_eq!(rs[1]["proxy"]["upstream"].as_str(), Some("default-jsp"));
+        // Rules of proxy.server's own prefixes are named after them.
+        assert_eq!(
+            rs[0]["name"].as_str(),
+            Some("1: { path-prefix = \"/api/\" }")
+        );
         assert_eq!(rs[4]["proxy"]["upstream"].as_str(), Some("default-jsp"));
         assert_eq!(rs.len(), 5);
     }
