@@ -92,6 +92,13 @@ fn relocate(toml_text: &str, dir: &Path) -> String {
             "listen".into(),
             toml::Value::Array(vec!["127.0.0.1:0".into()]),
         );
+        // PROXY protocol listeners are listen addresses too.
+        if s.contains_key("listen-proxy-protocol") {
+            s.insert(
+                "listen-proxy-protocol".into(),
+                toml::Value::Array(vec!["127.0.0.1:0".into()]),
+            );
+        }
     }
     fn fix_tables(t: &mut toml::Table, map: &dyn Fn(&str) -> String) {
         if let Some(al) = t.get_mut("access-log").and_then(|a| a.as_table_mut()) {
@@ -165,6 +172,10 @@ fn every_legacy_configuration_imports_and_passes_check() {
             f.display()
         );
         assert!(report.contains("summary: "), "{}: {report}", f.display());
+        // Issue 13: the HTTP proxy, mod_extforward and the request size
+        // limit are translated, never dropped.
+        let drops = proxy_drops(&report);
+        assert!(drops.is_empty(), "{}: {drops:?}", f.display());
         let text = std::fs::read_to_string(&out).unwrap();
         assert!(text.contains("[[vhost]]"), "{}", f.display());
         let root = tmp.path().join(format!("fs{i}"));
@@ -185,6 +196,33 @@ fn every_legacy_configuration_imports_and_passes_check() {
             text
         );
     }
+}
+
+/// The report's "dropped" lines about lighttpd's `proxy.*`, `extforward.*`,
+/// `server.max-request-size` or their modules, or a Cherokee `proxy`
+/// handler.
+fn proxy_drops(report: &str) -> Vec<&str> {
+    let mut in_dropped = false;
+    let mut out = Vec::new();
+    for line in report.lines() {
+        if !line.starts_with(' ') {
+            in_dropped = line.starts_with("dropped (");
+            continue;
+        }
+        // `  FILE:LINE: WHAT: MESSAGE`
+        let rest = line.trim_start().splitn(3, ": ").nth(1).unwrap_or("");
+        if in_dropped
+            && (rest.starts_with("proxy.")
+                || rest.starts_with("extforward.")
+                || rest.starts_with("server.max-request-size")
+                || line.contains("mod_proxy:")
+                || line.contains("mod_extforward:")
+                || line.contains("\"proxy\" handler"))
+        {
+            out.push(line);
+        }
+    }
+    out
 }
 
 /// Debian's lighttpd on a configuration file, killed on drop.
@@ -976,4 +1014,156 @@ fn cherokee_expiration_time_keeps_its_lifetime() {
     let p = t.get("/plain.txt");
     assert_eq!(p.header("cache-control"), None);
     assert_eq!(p.header("expires"), None);
+}
+
+/// A lighttpd configuration using every directive of issue 13 that maps to
+/// `[server]` (`server.max-request-size`, mod_extforward), imported and
+/// served: `tessera -t` accepts it, and the request size limit is lighttpd's
+/// (8192 KiB): a 4 MiB upload is not refused, a 9 MiB one is (413).
+#[test]
+fn imported_request_size_and_trusted_proxies_apply() {
+    let dir = TempDir::new("import-extforward");
+    dir.mkdir("www");
+    dir.write("www/index.html", "hello\n");
+    let conf = dir.write(
+        "lighttpd.conf",
+        format!(
+            "server.document-root = \"{}/www\"\nserver.port = 8080\n\
+             server.modules = ( \"mod_extforward\" )\n\
+             server.max-request-size = 8192\n\
+             extforward.forwarder = ( \"127.0.0.1\" => \"trust\", \"10.0.0.0/8\" => \"trust\" )\n\
+             extforward.headers = ( \"X-Forwarded-For\" )\n",
+            dir.path().display()
+        ),
+    );
+    let (tv, imported, report) = import_on_any_port("lighttpd", &conf, dir.path());
+    assert!(proxy_drops(&report).is_empty(), "{report}");
+    let s = tv["server"].as_table().unwrap();
+    assert_eq!(
+        s["max-body-size"].as_integer(),
+        Some(8192 * 1024),
+        "{imported}"
+    );
+    assert_eq!(
+        s["trusted-proxies"].as_array().unwrap().len(),
+        2,
+        "{imported}"
+    );
+    assert_eq!(s["real-ip-header"].as_str(), Some("x-forwarded-for"));
+    let checked = dir.write("checked.toml", toml::to_string(&tv).unwrap());
+    let t = crate::util::check_config(&checked);
+    assert!(
+        t.status.success(),
+        "tessera -t: {}\n{imported}",
+        String::from_utf8_lossy(&t.stderr)
+    );
+    let server = Server::start(&toml::to_string(&tv).unwrap(), |_| {});
+    let post = |len: usize| -> u16 {
+        let mut s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let head = format!(
+            "POST /index.html HTTP/1.1\r\nHost: site.test\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // The server may answer (and close) before the body is sent.
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut sent = 0;
+        while sent < len {
+            let n = chunk.len().min(len - sent);
+            if s.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            sent += n;
+        }
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        Response::parse(&buf, false).status
+    };
+    assert_ne!(post(4 << 20), 413, "a 4 MiB body is within 8192 KiB");
+    assert_eq!(post(9 << 20), 413, "a 9 MiB body is over 8192 KiB");
+}
+
+/// lighttpd and Cherokee proxy configurations (every form of issue 13's
+/// importer section) import without a dropped proxy line, and `tessera -t`
+/// accepts the output.
+///
+/// NEEDS THE `proxy` MODULE: on this branch's base it is not registered yet,
+/// so `tessera -t` refuses `[vhost.proxy]` as an unknown module. Written
+/// against the issue's specification of `[[upstream]]` and `proxy`; run it
+/// with `cargo test -p tessera --test http import::imported_proxy -- --ignored`
+/// once the module has landed, then remove the `ignore`.
+#[test]
+#[ignore = "needs the proxy module (modules/src/proxy), not registered on this base"]
+fn imported_proxy_configurations_pass_check() {
+    let dir = TempDir::new("import-proxy");
+    dir.mkdir("www");
+    let root = format!("{}/www", dir.path().display());
+    let lighttpd = format!(
+        "server.document-root = \"{root}\"\nserver.port = 8080\n\
+         server.modules = ( \"mod_proxy\", \"mod_extforward\" )\n\
+         server.max-request-size = 8192\n\
+         extforward.forwarder = ( \"10.0.0.1\" => \"trust\" )\n\
+         extforward.headers = ( \"Forwarded\" )\n\
+         extforward.hap-PROXY = \"enable\"\n\
+         proxy.balance = \"fair\"\n\
+         proxy.server = ( \"/api/\" => ( ( \"host\" => \"127.0.0.1\", \"port\" => 8081 ), ( \"host\" => \"127.0.0.1\", \"port\" => 8082 ) ),\n\
+           \".jsp\" => ( \"tomcat\" => ( \"host\" => \"127.0.0.1\", \"port\" => 8083, \"connect-timeout\" => 3 ) ),\n\
+           \"/sock/\" => ( ( \"socket\" => \"/run/app.sock\" ) ) )\n\
+         proxy.header = ( \"map-urlpath\" => ( \"/api/\" => \"/\" ), \"map-host-request\" => ( \"-\" => \"app.internal\" ), \"upgrade\" => \"enable\" )\n\
+         proxy.forwarded = ( \"for\" => 1, \"proto\" => 1, \"host\" => 1 )\n\
+         $HTTP[\"host\"] == \"www.example.com\" {{\n\
+           proxy.balance = \"sticky\"\n\
+           proxy.server = ( \"\" => ( ( \"host\" => \"127.0.0.1\", \"port\" => 8084 ), ( \"host\" => \"127.0.0.1\", \"port\" => 8085 ) ) )\n\
+         }}\n\
+         $HTTP[\"url\"] =~ \"^/legacy/\" {{\n\
+           proxy.balance = \"round-robin\"\n\
+           proxy.server = ( \"/\" => ( ( \"host\" => \"127.0.0.1\", \"port\" => 8086 ), ( \"host\" => \"127.0.0.1\", \"port\" => 8087 ) ) )\n\
+         }}\n"
+    );
+    let cherokee = format!(
+        "server!bind!1!port = 8080\n\
+         vserver!1!nick = default\n\
+         vserver!1!document_root = {root}\n\
+         vserver!1!rule!1!match = default\n\
+         vserver!1!rule!1!handler = file\n\
+         vserver!1!rule!100!match = directory\n\
+         vserver!1!rule!100!match!directory = /app\n\
+         vserver!1!rule!100!handler = proxy\n\
+         vserver!1!rule!100!handler!balancer = ip_hash\n\
+         vserver!1!rule!100!handler!balancer!source!1 = 1\n\
+         vserver!1!rule!100!handler!balancer!source!2 = 2\n\
+         vserver!1!rule!200!match = extensions\n\
+         vserver!1!rule!200!match!extensions = php\n\
+         vserver!1!rule!200!handler = proxy\n\
+         vserver!1!rule!200!handler!balancer = failover\n\
+         vserver!1!rule!200!handler!balancer!source!1 = 1\n\
+         vserver!1!rule!200!handler!balancer!source!2 = 2\n\
+         vserver!1!rule!200!handler!in_preserve_host = 1\n\
+         source!1!type = host\n\
+         source!1!host = 127.0.0.1:8081\n\
+         source!2!type = host\n\
+         source!2!host = 127.0.0.1:8082\n"
+    );
+    for (source, name, text) in [
+        ("lighttpd", "lighttpd.conf", lighttpd),
+        ("cherokee", "cherokee.conf", cherokee),
+    ] {
+        let conf = dir.write(name, text);
+        let out = dir.path().join(format!("{source}.toml"));
+        let (code, report) = import(source, &conf, &out);
+        assert!(code == 0 || code == 1, "{report}");
+        assert!(proxy_drops(&report).is_empty(), "{report}");
+        let imported = std::fs::read_to_string(&out).unwrap();
+        assert!(imported.contains("[[upstream]]"), "{imported}");
+        let checked = dir.write(
+            &format!("{source}-checked.toml"),
+            relocate(&imported, &dir.path().join(format!("fs-{source}"))),
+        );
+        let t = crate::util::check_config(&checked);
+        assert!(
+            t.status.success(),
+            "{source}: tessera -t: {}\n{imported}",
+            String::from_utf8_lossy(&t.stderr)
+        );
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::model::{Resolved, V};
+use crate::model::{Cond, Resolved, V};
 use crate::report::Src;
 
 /// One listen address and where it came from.
@@ -45,6 +45,8 @@ pub struct Output {
     pub listen: Vec<Listen>,
     /// Other `[server]` keys, with where they came from.
     pub server: Vec<(String, V, Src)>,
+    /// `[[upstream]]` tables (`name` first), in order.
+    pub upstreams: Vec<Vec<(String, V)>>,
     /// The vhosts, in order.
     pub vhosts: Vec<VhostOut>,
 }
@@ -194,6 +196,10 @@ pub fn write(out: &Output) -> String {
             srcs_comment(std::slice::from_ref(src))
         );
     }
+    for u in &out.upstreams {
+        s.push_str("\n[[upstream]]\n");
+        table_body(&mut s, "upstream", u);
+    }
     for v in &out.vhosts {
         s.push_str(
             "\n# ---------------------------------------------------------------------------\n",
@@ -241,9 +247,17 @@ pub fn write(out: &Output) -> String {
                 let _ = writeln!(s, "# options{}", c.trim_start().trim_start_matches('#'));
             }
             s.push_str("[[vhost.rule]]\n");
-            let name = match r.from.first() {
-                Some(f) => format!("{}: {}", i + 1, short_label(f)),
-                None => format!("{}: every other request", i + 1),
+            // A rule of no block (a module's own per-path split, like
+            // proxy.server's prefixes) is named after its positive tests.
+            let own: Vec<&Cond> = r
+                .ctx
+                .iter()
+                .filter(|c| !matches!(c, Cond::Not(_)))
+                .collect();
+            let name = match (r.from.first(), own.as_slice()) {
+                (Some(f), _) => format!("{}: {}", i + 1, short_label(f)),
+                (None, [c]) => format!("{}: {}", i + 1, inline(&c.to_match())),
+                _ => format!("{}: every other request", i + 1),
             };
             let _ = writeln!(s, "name = {}", string(&name));
             let m = if r.ctx.len() == 1 {

@@ -39,6 +39,7 @@ pub mod lighttpd;
 pub mod model;
 pub mod report;
 pub mod tessera;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 
@@ -137,6 +138,7 @@ pub fn import_text(
 }
 
 fn finish(source: Source, name: &str, mut out: emit::Output, report: Report) -> Imported {
+    upstream::assign(&mut out);
     let mut header = vec![
         format!("Imported by `tessera import {} {name}`.", source.name()),
         format!("Report: {}.", report.summary()),

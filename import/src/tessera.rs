@@ -17,6 +17,7 @@
 //! | `redirect` | `rules`, `status` |
 //! | `rewrite` | `once`, `if-not-file` (lists of `{regex, target}`) |
 //! | `error-pages` | `prefix`, `pages` |
+//! | `proxy` | `server` (`[{key, prefix?, servers, balance?, connect-timeout?, …}]`: the first entry whose `prefix` (a lighttpd path prefix, or a suffix when it does not start with `/`) matches wins; `key` names the upstream), `balance`, `map-path`, `host`, `forwarded`; the table's `upstream` is an upstream description that [`crate::upstream::assign`] turns into a name |
 
 use crate::model::{Cond, Leaf, ModuleSpec, V};
 
@@ -28,6 +29,7 @@ pub const MODULE_ORDER: &[&str] = &[
     "access",
     "auth-basic",
     "compress",
+    "proxy",
     "static-file",
     "dir-listing",
     "headers",
@@ -297,6 +299,7 @@ impl ModuleSpec for Tessera {
                 }
                 Leaf::Table(t)
             }
+            "proxy" => proxy_leaf(opts),
             _ => Leaf::Table(
                 opts.iter()
                     .map(|(k, v)| ((*k).to_owned(), v.clone()))
@@ -315,6 +318,66 @@ impl ModuleSpec for Tessera {
             _ => None,
         }
     }
+}
+
+/// The `proxy` leaf: one part per `server` entry, in order (lighttpd uses the
+/// first entry whose prefix or suffix matches), each with its upstream
+/// description and the options shared by all entries.
+fn proxy_leaf(opts: &[(&'static str, V)]) -> Leaf {
+    let Some(V::Arr(entries)) = get(opts, "server") else {
+        return Leaf::Off;
+    };
+    let mut parts = Vec::new();
+    for e in entries {
+        let Some(e) = e.as_tab() else { continue };
+        let field = |k: &str| e.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let key = field("key")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let Some(V::Arr(servers)) = field("servers") else {
+            continue;
+        };
+        if servers.is_empty() {
+            continue;
+        }
+        // `prefix`: lighttpd's prefix or suffix (absent: every request).
+        let prefix = field("prefix")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let mut up = vec![("key".to_owned(), V::s(key))];
+        up.push(("servers".to_owned(), V::Arr(servers.clone())));
+        if servers.len() > 1 {
+            // lighttpd's default proxy.balance is "fair".
+            let balance = field("balance")
+                .or_else(|| get(opts, "balance").cloned())
+                .unwrap_or_else(|| V::s("least-conn"));
+            up.push(("balance".to_owned(), balance));
+        }
+        for (k, v) in e {
+            if !matches!(k.as_str(), "key" | "prefix" | "servers" | "balance") {
+                up.push((k.clone(), v.clone()));
+            }
+        }
+        let mut t = vec![("upstream".to_owned(), V::Tab(up))];
+        t.extend(copy(opts, &["map-path", "host", "forwarded"]));
+        let cond = match prefix.as_str() {
+            "" | "/" => Cond::True,
+            p if p.starts_with('/') => Cond::Match(V::tab1("path-prefix", V::s(p))),
+            s => Cond::Match(V::tab1(
+                "path-regex",
+                V::s(format!("{}$", fancy_regex::escape(s))),
+            )),
+        };
+        let whole = cond == Cond::True;
+        parts.push((cond, t));
+        if whole {
+            break;
+        }
+    }
+    if parts.is_empty() {
+        return Leaf::Off;
+    }
+    Leaf::Split(parts)
 }
 
 /// Types static-file gives `; charset=utf-8` (its `mime.rs`).

@@ -557,3 +557,141 @@ fn cherokee_ctk_and_sahana() {
         Some("/var/log/cherokee/cherokee.access")
     );
 }
+
+/// Whether a report entry is a drop of a directive of the HTTP proxy,
+/// mod_extforward or the request size limit (issue 13: none in the files
+/// that use them).
+fn proxy_drop(e: &tessera_import::Entry) -> bool {
+    e.outcome == Outcome::Dropped
+        && (e.what.starts_with("proxy.")
+            || e.what.starts_with("extforward.")
+            || e.what == "server.max-request-size"
+            || e.message.contains("mod_proxy")
+            || e.message.contains("mod_extforward")
+            || (e.what.contains("!handler") && e.message.contains("\"proxy\"")))
+}
+
+/// The text of a legacy file with its commented-out examples of these
+/// directives switched on: lines whose text after `#` starts a proxy or
+/// extforward statement, a conditional, or the continuation of a list.
+fn uncommented(rel: &str) -> String {
+    let text = std::fs::read_to_string(legacy().join(rel)).unwrap();
+    text.lines()
+        .map(|l| {
+            let body = l.trim_start().strip_prefix('#').unwrap_or("");
+            let t = body.trim_start();
+            let code = !body.starts_with('#')
+                && ["proxy.", "extforward.", "(", ")", "\"", "$HTTP", "}"]
+                    .iter()
+                    .any(|p| t.starts_with(p));
+            if code {
+                body.to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn import_lighttpd_text(name: &str, text: &str) -> Out {
+    let imported = tessera_import::import_text(
+        Source::Lighttpd,
+        name,
+        text,
+        Path::new("/nonexistent"),
+        &Options::default(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+    let toml = toml::from_str(&imported.toml).unwrap();
+    Out { imported, toml }
+}
+
+#[test]
+fn proxy_extforward_and_request_size_files_import_without_drops() {
+    // Every file that mentions them (most only load the module; the
+    // examples are commented out).
+    for o in [
+        l("debian-1.4.69/conf-available/10-proxy.conf"),
+        l("debian-1.4.69/conf-available/11-extforward.conf"),
+        l("upstream/conf.d/proxy.conf"),
+        l("upstream/modules.conf"),
+        c("upstream/ctk-tests-cherokee.conf.orig"),
+        c("sahana-eden/cherokee.conf"),
+    ] {
+        let drops: Vec<_> = o
+            .imported
+            .report
+            .entries
+            .iter()
+            .filter(|e| proxy_drop(e))
+            .collect();
+        assert!(drops.is_empty(), "{drops:#?}");
+    }
+    // Cherokee's balancers there serve scgi and uwsgi handlers (issue 14):
+    // their sources are reported as such, not as proxies.
+    let o = c("sahana-eden/cherokee.conf");
+    assert!(o.has(Outcome::Dropped, "\"uwsgi\" handler"));
+    assert!(o.has(Outcome::Dropped, "a back end (host) of no proxy rule"));
+
+    // Debian's examples, switched on.
+    let o = import_lighttpd_text(
+        "10-proxy.conf",
+        &uncommented("lighttpd/debian-1.4.69/conf-available/10-proxy.conf"),
+    );
+    assert!(
+        !o.imported.report.entries.iter().any(proxy_drop),
+        "{}",
+        o.imported.report
+    );
+    let ups = o.toml["upstream"].as_array().unwrap();
+    assert_eq!(ups.len(), 2, "{}", o.imported.toml);
+    assert_eq!(ups[0]["name"].as_str(), Some("default-php"));
+    assert_eq!(strs(&ups[0]["servers"]), vec!["192.168.0.101:80"]);
+    assert_eq!(ups[1]["name"].as_str(), Some("www.example.com-root"));
+    assert_eq!(
+        strs(&ups[1]["servers"]),
+        vec![
+            "10.0.0.10:80",
+            "10.0.0.11:80",
+            "10.0.0.12:80",
+            "10.0.0.13:80"
+        ]
+    );
+    // lighttpd's "hash" is by URL, Tessera's ip-hash by client: reported.
+    assert_eq!(ups[1]["balance"].as_str(), Some("ip-hash"));
+    assert!(o.has(Outcome::Approximated, "proxy.balance"));
+    let php = o.rules(o.default_vhost())[0];
+    assert_eq!(php["match"]["path-regex"].as_str(), Some("\\.php$"));
+    assert_eq!(php["proxy"]["upstream"].as_str(), Some("default-php"));
+    let www = o.vhost(1);
+    assert_eq!(strs(&www["server-names"]), vec!["www.example.com"]);
+    assert_eq!(
+        www["proxy"]["upstream"].as_str(),
+        Some("www.example.com-root")
+    );
+    assert_eq!(strs(&www["modules"])[0], "proxy");
+
+    // lighttpd's own example: the named back end form.
+    let o = import_lighttpd_text(
+        "proxy.conf",
+        &uncommented("lighttpd/upstream/conf.d/proxy.conf"),
+    );
+    assert!(!o.imported.report.entries.iter().any(proxy_drop));
+    assert!(o.has(Outcome::NotNeeded, "proxy.debug"));
+    let ups = o.toml["upstream"].as_array().unwrap();
+    assert_eq!(ups[0]["name"].as_str(), Some("default-jsp"));
+    assert_eq!(strs(&ups[0]["servers"]), vec!["192.168.0.101:80"]);
+
+    // Debian's extforward example: the forwarder is trusted; the header it
+    // names is one Tessera cannot read the address from (reported).
+    let o = import_lighttpd_text(
+        "11-extforward.conf",
+        &uncommented("lighttpd/debian-1.4.69/conf-available/11-extforward.conf"),
+    );
+    assert_eq!(
+        strs(&o.toml["server"]["trusted-proxies"]),
+        vec!["10.0.0.232"]
+    );
+    assert!(o.has(Outcome::Dropped, "X-Cluster-Client-Ip"));
+}

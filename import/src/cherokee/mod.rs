@@ -84,6 +84,10 @@ pub(crate) fn import_text(
 struct Tr<'a> {
     report: &'a mut Report,
     main: String,
+    /// The `source!*` subtree (back ends of proxy and the gateway handlers).
+    sources: Option<Node>,
+    /// Sources a `proxy` handler uses (translated as upstream servers).
+    used_sources: Vec<String>,
 }
 
 impl Tr<'_> {
@@ -479,6 +483,8 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
     let mut tr = Tr {
         report,
         main: main.to_owned(),
+        sources: t.get("source").cloned(),
+        used_sources: Vec::new(),
     };
     if let Some(s) = t.src("config!version") {
         let v = t.val("config!version").unwrap_or("");
@@ -619,13 +625,18 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             }
         }
     }
-    for top in ["source", "icons", "admin"] {
+    for top in ["icons", "admin"] {
         if let Some(n) = t.get(top) {
             let src = tr.src_of(n);
             match top {
-                "source" => tr.report.dropped(&src, "source!*", "information sources (back ends for fcgi, scgi, uwsgi, proxy) are not supported"),
-                "icons" => tr.report.not_needed(&src, "icons!*", "Tessera's directory listings have no icons"),
-                _ => tr.report.not_needed(&src, "admin!*", "cherokee-admin settings"),
+                "icons" => tr.report.not_needed(
+                    &src,
+                    "icons!*",
+                    "Tessera's directory listings have no icons",
+                ),
+                _ => tr
+                    .report
+                    .not_needed(&src, "admin!*", "cherokee-admin settings"),
             }
         }
     }
@@ -839,6 +850,7 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
         header: Vec::new(),
         listen,
         server,
+        upstreams: Vec::new(),
         vhosts: Vec::new(),
     };
     // Cherokee writes Expires and `Cache-Control: max-age=N` first, then its
@@ -1199,7 +1211,152 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             resolved,
         });
     }
+    // Information sources: those of proxy handlers are upstream servers;
+    // the others serve handlers Tessera does not have.
+    if let Some(srcs) = t.get("source") {
+        for (id, n) in srcs.numbered() {
+            let src = tr.src_of(n);
+            let what = format!("source!{id}");
+            if tr.used_sources.contains(&id.to_string()) {
+                tr.report.translated(
+                    &src,
+                    &what,
+                    "a server of the [[upstream]] of the proxy rules using it",
+                );
+            } else {
+                let kind = n.val("type").unwrap_or("");
+                tr.report.dropped(&src, &what, format!("a back end ({kind}) of no proxy rule: the FastCGI, SCGI, uwsgi and CGI handlers that use such sources are not supported"));
+            }
+        }
+    }
     Ok(out)
+}
+
+/// Cherokee's `handler = proxy`: an upstream of its balancer's sources,
+/// with the options of the handler; the report says what is not carried
+/// over. `None` when no source can be used.
+fn proxy_handler(
+    tr: &mut Tr<'_>,
+    node: &Node,
+    what: &str,
+    key: &str,
+) -> Option<Vec<(&'static str, V)>> {
+    let hsrc = tr.src_of(node);
+    let balancer = node.val("balancer").unwrap_or("round_robin");
+    let balance = match balancer {
+        "round_robin" => "round-robin",
+        "ip_hash" => "ip-hash",
+        "failover" => "first",
+        other => {
+            tr.report.approximated(
+                &hsrc,
+                &format!("{what}!balancer"),
+                format!(
+                    "\"{other}\" is not a Cherokee balancer Tessera knows: round-robin is used"
+                ),
+            );
+            "round-robin"
+        }
+    };
+    let mut servers: Vec<V> = Vec::new();
+    let mut ids: Vec<(u64, &Node)> = node
+        .get("balancer!source")
+        .map(Node::numbered)
+        .unwrap_or_default();
+    ids.reverse();
+    for (_, sn) in ids {
+        let Some((id, ssrc)) = &sn.value else {
+            continue;
+        };
+        let id = id.trim().to_owned();
+        let source = tr.sources.as_ref().and_then(|s| s.child(&id)).cloned();
+        let Some(source) = source else {
+            tr.report.dropped(
+                ssrc,
+                &format!("{what}!balancer!source"),
+                format!("source {id} is not defined"),
+            );
+            continue;
+        };
+        let Some(host) = source.val("host").map(str::trim).filter(|h| !h.is_empty()) else {
+            tr.report.dropped(
+                ssrc,
+                &format!("{what}!balancer!source"),
+                format!("source {id} has no host"),
+            );
+            continue;
+        };
+        let addr = if host.starts_with('/') {
+            format!("unix:{host}")
+        } else if host
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            host.to_owned()
+        } else {
+            format!("{host}:80")
+        };
+        if source.val("type") == Some("interpreter") {
+            tr.report.approximated(ssrc, &format!("source!{id}"), format!("an interpreter source: Tessera connects to {addr} but does not start \"{}\"; run it yourself (a service manager unit)", source.val("interpreter").unwrap_or("")));
+        }
+        if !tr.used_sources.contains(&id) {
+            tr.used_sources.push(id.clone());
+        }
+        if !servers.contains(&V::s(addr.clone())) {
+            servers.push(V::s(addr));
+        }
+    }
+    if servers.is_empty() {
+        tr.report.dropped(
+            &hsrc,
+            what,
+            "a proxy without a usable source: these requests get 404",
+        );
+        return None;
+    }
+    let n = servers.len();
+    tr.report.translated(
+        &hsrc,
+        what,
+        format!(
+            "proxy: an [[upstream]] with {n} server{} (balance \"{balance}\")",
+            if n == 1 { "" } else { "s" }
+        ),
+    );
+    let entry = V::Tab(vec![
+        ("key".into(), V::s(key)),
+        ("servers".into(), V::Arr(servers)),
+        ("balance".into(), V::s(balance)),
+    ]);
+    let mut opts: Vec<(&'static str, V)> = vec![("server", V::Arr(vec![entry]))];
+    // Cherokee sends the source's host as Host unless in_preserve_host.
+    if node.flag("in_preserve_host") == Some(true) {
+        tr.report.translated(
+            &hsrc,
+            &format!("{what}!in_preserve_host"),
+            "proxy host = \"client\" (the default)",
+        );
+    } else {
+        opts.push(("host", V::s("upstream")));
+    }
+    for (hk, hn) in &node.children {
+        let hs = tr.src_of(hn);
+        let w = format!("{what}!{hk}");
+        match hk.as_str() {
+            "balancer" | "in_preserve_host" => {}
+            "in_allow_keepalive" => tr.report.not_needed(&hs, &w, "Tessera keeps connections to upstreams alive (upstream keepalive-timeout)"),
+            "in_header_hide" => tr.report.dropped(&hs, &w, "Tessera's proxy cannot remove request headers before passing them on (hop-by-hop ones are always removed)"),
+            "in_header_add" => tr.report.dropped(&hs, &w, "Tessera's proxy cannot add request headers"),
+            "out_header_hide" => tr.report.dropped(&hs, &w, "not translated: remove these response headers with a headers table (remove = [...]) in this rule"),
+            "out_header_add" => tr.report.dropped(&hs, &w, "not translated: add these response headers with a headers table in this rule"),
+            "in_rewrite_request" => tr.report.dropped(&hs, &w, "regular-expression rewrites of the upstream request are not supported (map-path replaces a prefix only)"),
+            "out_rewrite_request" => tr.report.dropped(&hs, &w, "rewrites of the upstream's response are not supported"),
+            "out_preserve_server" => tr.report.dropped(&hs, &w, "the Server header is Tessera's"),
+            "vary" | "out_flush" | "iocache" => tr.report.not_needed(&hs, &w, "Tessera streams upstream responses itself"),
+            _ => tr.report.dropped(&hs, &w, "not supported by Tessera's proxy"),
+        }
+    }
+    Some(opts)
 }
 
 /// A rule's properties into model options.
@@ -1348,6 +1505,14 @@ fn rule_options(
                                 &what,
                                 format!("a fixed {code} is not supported: these requests get 404"),
                             );
+                        }
+                    }
+                    "proxy" => {
+                        let key = format!("rule{}", what.rsplit('!').nth(1).unwrap_or(""));
+                        if let Some(p) = proxy_handler(tr, node, &what, &key) {
+                            for (k, v) in p {
+                                push(opts, "proxy", k, v, &src);
+                            }
                         }
                     }
                     other => {
@@ -1695,6 +1860,104 @@ mod tests {
         let mut r = Report::default();
         let out = import_text("c.conf", text, &mut r).unwrap();
         (crate::emit::write(&out), r)
+    }
+
+    #[test]
+    fn proxy_handler_balancers_and_sources() {
+        let text = concat!(
+            "vserver!1!nick = default\n",
+            "vserver!1!document_root = /srv\n",
+            "vserver!1!rule!1!match = default\n",
+            "vserver!1!rule!1!handler = file\n",
+            "vserver!1!rule!100!match = directory\n",
+            "vserver!1!rule!100!match!directory = /app\n",
+            "vserver!1!rule!100!handler = proxy\n",
+            "vserver!1!rule!100!handler!balancer = ip_hash\n",
+            "vserver!1!rule!100!handler!balancer!source!1 = 1\n",
+            "vserver!1!rule!100!handler!balancer!source!2 = 2\n",
+            "vserver!1!rule!100!handler!in_allow_keepalive = 1\n",
+            "vserver!1!rule!100!handler!in_header_hide!1 = X-Secret\n",
+            "vserver!1!rule!200!match = extensions\n",
+            "vserver!1!rule!200!match!extensions = php\n",
+            "vserver!1!rule!200!handler = proxy\n",
+            "vserver!1!rule!200!handler!balancer = failover\n",
+            "vserver!1!rule!200!handler!balancer!source!1 = 3\n",
+            "vserver!1!rule!200!handler!in_preserve_host = 1\n",
+            "vserver!1!rule!300!match = fullpath\n",
+            "vserver!1!rule!300!match!fullpath!1 = /rr\n",
+            "vserver!1!rule!300!handler = proxy\n",
+            "vserver!1!rule!300!handler!balancer = round_robin\n",
+            "vserver!1!rule!300!handler!balancer!source!1 = 1\n",
+            "vserver!1!rule!300!handler!balancer!source!2 = 2\n",
+            "source!1!type = host\n",
+            "source!1!host = 127.0.0.1:8081\n",
+            "source!2!type = host\n",
+            "source!2!host = localhost:8082\n",
+            "source!3!type = interpreter\n",
+            "source!3!host = /run/php.sock\n",
+            "source!3!interpreter = php-cgi -b /run/php.sock\n",
+            "source!4!type = interpreter\n",
+            "source!4!host = 127.0.0.1:9000\n",
+        );
+        let out = crate::import_text(
+            crate::Source::Cherokee,
+            "c.conf",
+            text,
+            Path::new("/nonexistent"),
+            &Options::default(),
+        )
+        .unwrap();
+        let t: toml::Table = toml::from_str(&out.toml).unwrap();
+        let ups = t["upstream"].as_array().unwrap();
+        let up = |name: &str| {
+            ups.iter()
+                .find(|u| u["name"].as_str() == Some(name))
+                .unwrap_or_else(|| panic!("{name}: {}", out.toml))
+        };
+        assert_eq!(up("default-rule100")["balance"].as_str(), Some("ip-hash"));
+        assert_eq!(
+            up("default-rule100")["servers"].as_array().unwrap(),
+            &vec![
+                toml::Value::from("127.0.0.1:8081"),
+                toml::Value::from("localhost:8082")
+            ]
+        );
+        assert_eq!(
+            up("default-rule200")["servers"][0].as_str(),
+            Some("unix:/run/php.sock")
+        );
+        // Same sources, another balancer: another upstream.
+        assert_eq!(
+            up("default-rule300")["balance"].as_str(),
+            Some("round-robin")
+        );
+        assert_eq!(ups.len(), 3);
+        let rules = t["vhost"][0]["rule"].as_array().unwrap();
+        let proxy = |i: usize| rules[i]["proxy"].as_table().unwrap();
+        // Highest priority first.
+        assert_eq!(proxy(0)["upstream"].as_str(), Some("default-rule300"));
+        assert_eq!(proxy(1)["upstream"].as_str(), Some("default-rule200"));
+        assert!(
+            proxy(1).get("host").is_none(),
+            "in_preserve_host: the client's Host"
+        );
+        assert_eq!(proxy(2)["upstream"].as_str(), Some("default-rule100"));
+        assert_eq!(proxy(2)["host"].as_str(), Some("upstream"));
+        let r = &out.report;
+        use crate::Outcome::*;
+        let outcome = |what: &str| r.entries.iter().find(|e| e.what == what).map(|e| e.outcome);
+        assert_eq!(outcome("vserver!1!rule!100!handler"), Some(Translated));
+        assert_eq!(
+            outcome("vserver!1!rule!100!handler!in_header_hide"),
+            Some(Dropped)
+        );
+        assert_eq!(
+            outcome("vserver!1!rule!100!handler!in_allow_keepalive"),
+            Some(NotNeeded)
+        );
+        assert_eq!(outcome("source!1"), Some(Translated));
+        assert_eq!(outcome("source!3"), Some(Approximated));
+        assert_eq!(outcome("source!4"), Some(Dropped));
     }
 
     #[test]

@@ -82,6 +82,8 @@ fn needs_module(key: &str) -> Option<&'static str> {
         ("auth.", "mod_auth"),
         ("deflate.", "mod_deflate"),
         ("compress.", "mod_compress"),
+        ("proxy.", "mod_proxy"),
+        ("extforward.", "mod_extforward"),
     ];
     pairs
         .iter()
@@ -180,7 +182,6 @@ const NOT_NEEDED: &[(&str, &str)] = &[
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("fastcgi.", "FastCGI back ends are not supported"),
     ("scgi.", "SCGI back ends are not supported"),
-    ("proxy.", "proxying is not supported"),
     ("cgi.", "CGI is not supported"),
     ("ssi.", "server-side includes are not supported"),
     ("ssl.", "TLS settings are not imported"),
@@ -195,7 +196,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("magnet.", "Lua scripts are not supported"),
     ("secdownload.", "use the secure-download plugin (plugins/secure-download), configured by hand"),
     ("usertrack.", "not supported"),
-    ("extforward.", "X-Forwarded-For is not consulted"),
     ("sockproxy.", "not supported"),
     ("wstunnel.", "not supported"),
     ("ajp13.", "not supported"),
@@ -219,7 +219,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("server.error-handler", "error handlers run a script: not supported (static pages: server.errorfile-prefix)"),
     ("server.kbytes-per-second", "bandwidth limits are not supported"),
     ("connection.kbytes-per-second", "bandwidth limits are not supported"),
-    ("server.max-request-size", "Tessera serves static files only"),
     ("server.max-request-field-size", "Tessera has its own limits"),
     ("server.tag", "the Server header is not configurable"),
     ("mimetype.use-xattr", "xattr MIME types are not supported"),
@@ -250,6 +249,8 @@ const KNOWN_MODULES: &[&str] = &[
     "mod_authn_file",
     "mod_deflate",
     "mod_compress",
+    "mod_proxy",
+    "mod_extforward",
 ];
 
 struct Tr<'a> {
@@ -742,6 +743,160 @@ impl Tr<'_> {
         }
     }
 
+    /// The listener address of context `ctx` when its own test is
+    /// `$SERVER["socket"] == "…"` (not TLS).
+    fn socket_block(&self, ctx: usize) -> Option<String> {
+        let rc = self.ctx(ctx).cond.as_ref()?;
+        if rc.field != "SERVER" || rc.key != "socket" || rc.op != CondOp::Eq {
+            return None;
+        }
+        socket_addr(&rc.value, self.port())
+    }
+
+    /// `[server]` keys of `server.max-request-size` and mod_extforward.
+    fn proxy_server_keys(&self, server: &mut Vec<(String, V, Src)>, report: &mut Report) {
+        if let Some(s) = self.global("server.max-request-size") {
+            match s.val.as_string().and_then(|v| v.parse::<i64>().ok()) {
+                Some(0) => report.approximated(
+                    &s.src,
+                    &s.key,
+                    "0 (no limit): Tessera always has a limit, the default max-body-size of 1 MiB applies; set [server] max-body-size to the largest body you accept",
+                ),
+                Some(k) if k > 0 => {
+                    let bytes = k.saturating_mul(1024);
+                    report.translated(
+                        &s.src,
+                        &s.key,
+                        format!("[server] max-body-size = {bytes} ({k} KiB; lighttpd counts the request head too, Tessera the body only)"),
+                    );
+                    server.push(("max-body-size".into(), V::Int(bytes), s.src.clone()));
+                }
+                _ => report.dropped(&s.src, &s.key, format!("{} is not a size in KiB", s.val.show())),
+            }
+        } else if self.is_loaded("mod_proxy")
+            && self
+                .parsed
+                .contexts
+                .iter()
+                .any(|c| c.get("proxy.server").is_some())
+        {
+            report.approximated(
+                &Src::new(&self.main, 1),
+                "server.max-request-size",
+                "not set: lighttpd accepts request bodies of any size, Tessera refuses bodies over max-body-size (default 1 MiB) with 413; set [server] max-body-size for uploads through the proxy",
+            );
+        }
+        if !self.is_loaded("mod_extforward") {
+            return;
+        }
+        if let Some(s) = self.global("extforward.forwarder") {
+            let mut nets: Vec<V> = Vec::new();
+            let entries: Vec<(String, String)> = match &s.val {
+                Val::Arr(items) => items
+                    .iter()
+                    .filter_map(|(k, v)| match k {
+                        Some(k) => Some((k.clone(), v.as_string().unwrap_or_default())),
+                        None => Some((v.as_string()?, "trust".to_owned())),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (addr, how) in entries {
+                if !how.eq_ignore_ascii_case("trust") {
+                    report.translated(
+                        &s.src,
+                        &s.key,
+                        format!("\"{addr}\" => \"{how}\": not trusted"),
+                    );
+                    continue;
+                }
+                if addr.eq_ignore_ascii_case("all") {
+                    report.approximated(&s.src, &s.key, "\"all\" => \"trust\": trusted-proxies = [\"0.0.0.0/0\", \"::/0\"]: every client may set its own address with the header; list your proxies instead");
+                    for n in ["0.0.0.0/0", "::/0"] {
+                        if !nets.contains(&V::s(n)) {
+                            nets.push(V::s(n));
+                        }
+                    }
+                } else if parse_net(&addr) {
+                    nets.push(V::s(addr.trim()));
+                } else {
+                    report.dropped(
+                        &s.src,
+                        &s.key,
+                        format!("\"{addr}\" is not an IP address or CIDR network"),
+                    );
+                }
+            }
+            if !nets.is_empty() {
+                report.translated(&s.src, &s.key, "[server] trusted-proxies");
+                server.push(("trusted-proxies".into(), V::Arr(nets), s.src.clone()));
+            }
+        }
+        if let Some(s) = self.global("extforward.headers") {
+            let mut chosen: Option<&str> = None;
+            for h in s.val.as_list() {
+                let t = match h.to_ascii_lowercase().as_str() {
+                    "x-forwarded-for" => Some("x-forwarded-for"),
+                    "forwarded" => Some("forwarded"),
+                    _ => None,
+                };
+                match (t, chosen) {
+                    (Some(t), None) => chosen = Some(t),
+                    (Some(_), Some(c)) => report.approximated(&s.src, &s.key, format!("\"{h}\": Tessera reads one header, \"{c}\" (the first listed)")),
+                    (None, _) => report.dropped(&s.src, &s.key, format!("\"{h}\": Tessera reads the client address from X-Forwarded-For or Forwarded only")),
+                }
+            }
+            if let Some(c) = chosen {
+                report.translated(&s.src, &s.key, format!("[server] real-ip-header = \"{c}\""));
+                server.push(("real-ip-header".into(), V::s(c), s.src.clone()));
+            }
+        }
+        let mut pp: Vec<V> = Vec::new();
+        let mut pp_src: Option<Src> = None;
+        if let Some(s) = self.global("extforward.hap-PROXY") {
+            if s.val.as_bool() == Some(true) {
+                for l in &self.listen {
+                    pp.push(V::s(l.addr.clone()));
+                }
+                report.translated(
+                    &s.src,
+                    &s.key,
+                    "[server] listen-proxy-protocol = every listen address",
+                );
+                pp_src = Some(s.src.clone());
+            } else {
+                report.translated(&s.src, &s.key, "disabled (the default)");
+            }
+        }
+        for i in 1..self.parsed.contexts.len() {
+            let Some(s) = self.ctx(i).get("extforward.hap-PROXY") else {
+                continue;
+            };
+            let Some(addr) = self.socket_block(i) else {
+                continue;
+            };
+            let on = s.val.as_bool() == Some(true);
+            if on && !pp.contains(&V::s(addr.clone())) && self.listen.iter().any(|l| l.addr == addr)
+            {
+                pp.push(V::s(addr.clone()));
+            } else if !on {
+                pp.retain(|a| a.as_str() != Some(addr.as_str()));
+            }
+            report.translated(
+                &s.src,
+                &s.key,
+                format!(
+                    "[server] listen-proxy-protocol {} \"{addr}\"",
+                    if on { "includes" } else { "leaves out" }
+                ),
+            );
+            pp_src.get_or_insert(s.src.clone());
+        }
+        if let (false, Some(src)) = (pp.is_empty(), pp_src) {
+            server.push(("listen-proxy-protocol".into(), V::Arr(pp), src));
+        }
+    }
+
     fn port(&self) -> u16 {
         self.global("server.port")
             .and_then(|s| s.val.as_string())
@@ -922,6 +1077,120 @@ impl Tr<'_> {
                         "only allowed in the global context (lighttpd ignores it here)",
                     );
                 }
+                Vec::new()
+            }
+            "server.max-request-size"
+            | "extforward.forwarder"
+            | "extforward.headers"
+            | "extforward.hap-PROXY"
+                if !in_block
+                    || self.socket_block(ctx).is_some() && key == "extforward.hap-PROXY" =>
+            {
+                // Handled with [server] below.
+                Vec::new()
+            }
+            "server.max-request-size" => {
+                report.dropped(
+                    src,
+                    key,
+                    "Tessera's max-body-size is server-wide ([server]): set it there if this block needs a larger limit",
+                );
+                Vec::new()
+            }
+            "extforward.forwarder" | "extforward.headers" | "extforward.hap-PROXY" => {
+                report.dropped(
+                    src,
+                    key,
+                    "Tessera's trusted proxies, real-ip-header and PROXY protocol listeners are server-wide ([server]); a conditional one is not imported (trusting more than intended would let clients spoof their address)",
+                );
+                Vec::new()
+            }
+            "proxy.server" => {
+                let entries = proxy_servers(val, src, report);
+                if entries.is_empty() {
+                    return Vec::new();
+                }
+                vec![opt("proxy", "server", V::Arr(entries))]
+            }
+            "proxy.balance" => {
+                let v = val.as_string().unwrap_or_default();
+                let b = match v.as_str() {
+                    "round-robin" => "round-robin",
+                    "hash" | "sticky" => "ip-hash",
+                    "fair" => "least-conn",
+                    _ => {
+                        report.dropped(src, key, format!("{}: not a balancing method lighttpd knows (fair, round-robin, hash, sticky)", val.show()));
+                        return Vec::new();
+                    }
+                };
+                if v == "hash" {
+                    // gw_backend.c: "hash" hashes the request's authority and
+                    // path, "sticky" the client address.
+                    report.approximated(src, key, "upstream balance = \"ip-hash\": lighttpd's \"hash\" picks the server by a hash of the requested host and path (each URL on one server), Tessera's by the client address (each client on one server)");
+                } else {
+                    report.translated(src, key, format!("upstream balance = \"{b}\""));
+                }
+                vec![opt("proxy", "balance", V::s(b))]
+            }
+            "proxy.header" => proxy_header(val, src, report)
+                .into_iter()
+                .map(|(k, v)| opt("proxy", k, v))
+                .collect(),
+            "proxy.forwarded" => {
+                let flags: Vec<(String, bool)> = match val {
+                    Val::Arr(items) => items
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.clone()?.to_ascii_lowercase(), v.as_bool()?)))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let on: Vec<&str> = flags
+                    .iter()
+                    .filter(|(_, b)| *b)
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                if on.is_empty() {
+                    report.translated(
+                        src,
+                        key,
+                        "nothing enabled: proxy forwarded = \"x-forwarded\" (the default)",
+                    );
+                    return Vec::new();
+                }
+                let extra: Vec<&str> = on
+                    .iter()
+                    .copied()
+                    .filter(|k| !matches!(*k, "for" | "proto" | "host"))
+                    .collect();
+                if extra.is_empty() && on.len() == 3 {
+                    report.translated(src, key, "proxy forwarded = \"both\": lighttpd adds Forwarded (for, proto, host) and still sends X-Forwarded-For, -Proto and -Host");
+                } else {
+                    report.approximated(src, key, format!("proxy forwarded = \"both\": Tessera's Forwarded carries for, proto and host (lighttpd here: {}); X-Forwarded-For, -Proto and -Host are sent as lighttpd sends them", on.join(", ")));
+                }
+                vec![opt("proxy", "forwarded", V::s("both"))]
+            }
+            "extforward.params" | "extforward.hap-PROXY-ssl-client-verify" => {
+                report.dropped(src, key, "not supported: Tessera takes only the client address from the header or the PROXY protocol");
+                Vec::new()
+            }
+            "proxy.debug" => {
+                report.not_needed(src, key, "lighttpd's debug logging; use RUST_LOG=debug");
+                Vec::new()
+            }
+            "proxy.replace-http-host" => {
+                if val.as_bool() == Some(true) {
+                    report.dropped(src, key, "lighttpd sends the back end's name from proxy.server as Host; set host = \"NAME\" in the proxy table by hand");
+                } else {
+                    report.translated(src, key, "disabled: proxy host = \"client\" (the default)");
+                }
+                Vec::new()
+            }
+            "proxy.map-extensions" => {
+                report.dropped(
+                    src,
+                    key,
+                    "extension aliases are not supported: add the extensions to proxy.server",
+                );
                 Vec::new()
             }
             "server.max-keep-alive-idle"
@@ -1613,6 +1882,245 @@ pub(crate) fn mentions_query(re: &str) -> bool {
     re.contains("\\?") || re.contains("[?]")
 }
 
+/// A lighttpd back end (`"host"`, `"port"`, `"socket"`) as a Tessera server:
+/// `host:port` (`[v6]:port`), or `unix:/path`.
+fn backend_addr(pairs: &[(String, Val)]) -> Result<String, String> {
+    let get = |k: &str| {
+        pairs
+            .iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.as_string())
+    };
+    if let Some(sock) = get("socket") {
+        if !sock.starts_with('/') {
+            return Err(format!("socket \"{sock}\" is not an absolute path"));
+        }
+        return Ok(format!("unix:{sock}"));
+    }
+    let Some(host) = get("host").filter(|h| !h.is_empty()) else {
+        return Err("no \"host\" or \"socket\"".into());
+    };
+    let port = match get("port") {
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("port \"{p}\" is not a port number"))?,
+        None => 80,
+    };
+    if host.contains(':') && !host.starts_with('[') {
+        Ok(format!("[{host}]:{port}"))
+    } else {
+        Ok(format!("{host}:{port}"))
+    }
+}
+
+/// Per-back-end keys of lighttpd's `proxy.server` that become upstream
+/// settings (the same for every back end of one list).
+const BACKEND_KEYS: &[(&str, &str)] = &[
+    ("connect-timeout", "connect-timeout"),
+    ("read-timeout", "read-timeout"),
+    ("write-timeout", "send-timeout"),
+    ("disable-time", "fail-timeout"),
+];
+
+/// `proxy.server` entries: `[{key, servers, connect-timeout?, …}]`, in order.
+fn proxy_servers(val: &Val, src: &Src, report: &mut Report) -> Vec<V> {
+    const KEY: &str = "proxy.server";
+    let Val::Arr(exts) = val else {
+        report.dropped(
+            src,
+            KEY,
+            format!("{}: not a list of prefixes or extensions", val.show()),
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (ext, hosts) in exts {
+        let Some(ext) = ext else {
+            report.dropped(
+                src,
+                KEY,
+                format!(
+                    "{}: an entry without a prefix or extension (\"/path/\" => ( … ))",
+                    hosts.show()
+                ),
+            );
+            continue;
+        };
+        let Val::Arr(items) = hosts else {
+            report.dropped(
+                src,
+                KEY,
+                format!("\"{ext}\": {} is not a list of back ends", hosts.show()),
+            );
+            continue;
+        };
+        // `( "host" => …, "port" => … )` directly: one back end.
+        let one = items
+            .iter()
+            .all(|(k, v)| k.is_some() && !matches!(v, Val::Arr(_)));
+        let backends: Vec<Vec<(String, Val)>> = if one {
+            vec![items
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone()?, v.clone())))
+                .collect()]
+        } else {
+            items
+                .iter()
+                .filter_map(|(_, v)| match v {
+                    Val::Arr(p) => Some(
+                        p.iter()
+                            .filter_map(|(k, v)| Some((k.clone()?.to_ascii_lowercase(), v.clone())))
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut servers = Vec::new();
+        let mut settings: Vec<(String, V)> = Vec::new();
+        for b in &backends {
+            match backend_addr(b) {
+                Ok(a) => servers.push(V::s(a)),
+                Err(e) => {
+                    report.dropped(src, KEY, format!("\"{ext}\": a back end is left out: {e}"));
+                    continue;
+                }
+            }
+            for (k, v) in b {
+                if matches!(k.as_str(), "host" | "port" | "socket") {
+                    continue;
+                }
+                if let Some((_, t)) = BACKEND_KEYS.iter().find(|(l, _)| l == k) {
+                    match v.as_string().and_then(|n| n.parse::<i64>().ok()) {
+                        Some(n) if !settings.iter().any(|(x, _)| x == t) => {
+                            report.translated(
+                                src,
+                                &format!("{KEY} \"{k}\""),
+                                format!("upstream {t} = {n}"),
+                            );
+                            settings.push(((*t).to_owned(), V::Int(n)));
+                        }
+                        Some(n) if settings.iter().any(|(x, w)| x == t && *w != V::Int(n)) => {
+                            report.approximated(src, &format!("{KEY} \"{k}\""), format!("\"{ext}\": back ends differ; Tessera has one {t} per upstream, the first back end's is used"));
+                        }
+                        Some(_) => {}
+                        None => report.dropped(
+                            src,
+                            &format!("{KEY} \"{k}\""),
+                            format!("{} is not a number of seconds", v.show()),
+                        ),
+                    }
+                    continue;
+                }
+                let why = match k.as_str() {
+                    "bin-path"
+                    | "bin-environment"
+                    | "bin-copy-environment"
+                    | "min-procs"
+                    | "max-procs"
+                    | "max-load-per-proc"
+                    | "kill-signal"
+                    | "listen-backlog" => "Tessera does not start back ends: start it yourself",
+                    "check-local"
+                    | "docroot"
+                    | "fix-root-scriptname"
+                    | "strip-request-uri"
+                    | "mode"
+                    | "broken-scriptfilename" => {
+                        "a FastCGI/SCGI setting with no meaning for an HTTP back end"
+                    }
+                    "x-sendfile" | "x-sendfile-docroot" | "allow-x-send-file" => {
+                        "X-Sendfile from HTTP back ends is not supported"
+                    }
+                    _ => "not supported for HTTP back ends",
+                };
+                report.dropped(src, &format!("{KEY} \"{k}\""), format!("\"{ext}\": {why}"));
+            }
+        }
+        if servers.is_empty() {
+            continue;
+        }
+        let n = servers.len();
+        report.translated(
+            src,
+            KEY,
+            format!(
+                "\"{ext}\": an [[upstream]] with {n} server{} and proxy upstream = its name {}",
+                if n == 1 { "" } else { "s" },
+                match ext.as_str() {
+                    "" | "/" => "for every request of the block".to_owned(),
+                    p if p.starts_with('/') => format!("in a rule matching path-prefix \"{p}\""),
+                    x => format!("in a rule matching paths ending in \"{x}\""),
+                }
+            ),
+        );
+        let mut t = vec![
+            ("key".to_owned(), V::s(ext.clone())),
+            ("prefix".to_owned(), V::s(ext.clone())),
+            ("servers".to_owned(), V::Arr(servers)),
+        ];
+        t.extend(settings);
+        out.push(V::Tab(t));
+    }
+    out
+}
+
+/// `proxy.header` options into model keys (`map-path`, `host`), with the
+/// others reported.
+fn proxy_header(val: &Val, src: &Src, report: &mut Report) -> Vec<(&'static str, V)> {
+    let mut out = Vec::new();
+    let Val::Arr(items) = val else {
+        report.dropped(src, "proxy.header", format!("{}: not a list", val.show()));
+        return out;
+    };
+    for (k, v) in items {
+        let Some(k) = k else { continue };
+        let what = format!("proxy.header \"{k}\"");
+        match k.to_ascii_lowercase().as_str() {
+            "map-urlpath" => {
+                let pairs = v.as_pairs();
+                if pairs.is_empty() {
+                    continue;
+                }
+                report.approximated(src, &what, "proxy map-path (the request path's longest matching prefix is replaced); lighttpd also maps the paths back in the response's Location, Content-Location and Set-Cookie, which Tessera does not");
+                out.push(("map-path", V::Tab(pairs.into_iter().map(|(a, b)| (a, V::s(b))).collect())));
+            }
+            "map-host-request" => {
+                let pairs = v.as_pairs();
+                match pairs.as_slice() {
+                    [(any, to)] if any == "-" && to == "-" => {
+                        report.translated(src, &what, "proxy host = \"upstream\" (the server's host:port)");
+                        out.push(("host", V::s("upstream")));
+                    }
+                    [(any, to)] if any == "-" && !to.is_empty() => {
+                        report.translated(src, &what, format!("proxy host = \"{to}\""));
+                        out.push(("host", V::s(to.clone())));
+                    }
+                    _ => report.dropped(src, &what, "only ( \"-\" => \"HOST\" ) is translated: Tessera sets one Host for every request, it cannot map each client host to another"),
+                }
+            }
+            "map-host-response" => report.dropped(src, &what, "Tessera does not rewrite host names in the upstream's response headers (Location, Set-Cookie)"),
+            "map-urlpath-response" => report.dropped(src, &what, "Tessera does not rewrite paths in the upstream's response headers"),
+            "https-remap" => report.dropped(src, &what, "Tessera does not rewrite https:// back to http:// in the upstream's response headers"),
+            "upgrade" => {
+                if v.as_bool() == Some(true) {
+                    report.translated(src, &what, "Tessera's proxy always passes Upgrade (WebSocket) through");
+                } else {
+                    report.approximated(src, &what, "disabled here, but Tessera's proxy always passes Upgrade (WebSocket) through");
+                }
+            }
+            "connect" => {
+                if v.as_bool() == Some(true) {
+                    report.dropped(src, &what, "CONNECT tunnels are not supported by Tessera's proxy");
+                }
+            }
+            "force-http10" => report.not_needed(src, &what, "Tessera speaks HTTP/1.1 to upstreams"),
+            _ => report.dropped(src, &what, "unknown proxy.header option"),
+        }
+    }
+    out
+}
+
 fn parse_net(a: &str) -> bool {
     let a = a.trim();
     if let Some((ip, bits)) = a.split_once('/') {
@@ -1840,6 +2348,7 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             _ => {}
         }
     }
+    tr.proxy_server_keys(&mut server, report);
     // Blocks: lighttpd's defaults, then every context in file order.
     let dsrc = Src::new("<lighttpd default>", 0);
     let d = |module, key, val| Opt {
@@ -2026,6 +2535,7 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
         header: vec![format!("Files read: {}.", parsed.files.join(", "))],
         listen: tr.listen.clone(),
         server,
+        upstreams: Vec::new(),
         vhosts: Vec::new(),
     };
     let mut vhosts: Vec<(Option<HostTest>, VhostOut)> = Vec::new();
@@ -2256,6 +2766,289 @@ mod tests {
         )
         .unwrap();
         (crate::emit::write(&out), r)
+    }
+
+    /// The whole import (with `[[upstream]]` names assigned), parsed.
+    fn imp_toml(text: &str) -> (toml::Table, crate::Report) {
+        let out = crate::import_text(
+            crate::Source::Lighttpd,
+            "t.conf",
+            text,
+            Path::new("/nonexistent"),
+            &Options::default(),
+        )
+        .unwrap();
+        let t: toml::Table =
+            toml::from_str(&out.toml).unwrap_or_else(|e| panic!("{e}\n{}", out.toml));
+        (t, out.report)
+    }
+
+    fn upstreams(t: &toml::Table) -> Vec<&toml::Table> {
+        t.get("upstream")
+            .and_then(|u| u.as_array())
+            .map(|a| a.iter().filter_map(|u| u.as_table()).collect())
+            .unwrap_or_default()
+    }
+
+    fn upstream<'a>(t: &'a toml::Table, name: &str) -> &'a toml::Table {
+        upstreams(t)
+            .into_iter()
+            .find(|u| u["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no upstream {name}: {t:#?}"))
+    }
+
+    fn vhost(t: &toml::Table, i: usize) -> &toml::Table {
+        t["vhost"].as_array().unwrap()[i].as_table().unwrap()
+    }
+
+    fn rules(v: &toml::Table) -> Vec<&toml::Table> {
+        v.get("rule")
+            .and_then(|r| r.as_array())
+            .map(|a| a.iter().filter_map(|r| r.as_table()).collect())
+            .unwrap_or_default()
+    }
+
+    fn no_drops(r: &crate::Report, needles: &[&str]) {
+        for e in &r.entries {
+            if e.outcome == crate::Outcome::Dropped {
+                assert!(
+                    !needles
+                        .iter()
+                        .any(|n| e.what.contains(n) || e.message.contains(n)),
+                    "dropped: {e:?}"
+                );
+            }
+        }
+    }
+
+    const PROXY_HEAD: &str =
+        "server.document-root = \"/srv\"\nserver.modules = ( \"mod_proxy\", \"mod_extforward\" )\n";
+
+    #[test]
+    fn proxy_server_prefixes_extensions_and_back_end_forms() {
+        let (t, r) = imp_toml(&format!(
+            "{PROXY_HEAD}proxy.server = ( \"/api/\" => ( ( \"host\" => \"127.0.0.1\", \"port\" => 8080 ), ( \"host\" => \"10.0.0.2\", \"port\" => 8080 ) ),\n\
+             \".jsp\" => ( \"tomcat\" => ( \"host\" => \"192.168.0.101\", \"port\" => 80 ) ),\n\
+             \"/sock/\" => ( ( \"socket\" => \"/run/app.sock\" ) ),\n\
+             \"/v6/\" => ( \"host\" => \"::1\", \"port\" => 9000, \"connect-timeout\" => 3, \"read-timeout\" => 30, \"write-timeout\" => 20, \"disable-time\" => 5 ),\n\
+             \"/same/\" => ( ( \"host\" => \"192.168.0.101\" ) ) )\n"
+        ));
+        no_drops(&r, &["proxy"]);
+        let api = upstream(&t, "default-api");
+        assert_eq!(api["servers"].as_array().unwrap().len(), 2);
+        // lighttpd's default balance is "fair".
+        assert_eq!(api["balance"].as_str(), Some("least-conn"));
+        assert_eq!(
+            upstream(&t, "default-jsp")["servers"][0].as_str(),
+            Some("192.168.0.101:80")
+        );
+        assert_eq!(
+            upstream(&t, "default-sock")["servers"][0].as_str(),
+            Some("unix:/run/app.sock")
+        );
+        let v6 = upstream(&t, "default-v6");
+        assert_eq!(v6["servers"][0].as_str(), Some("[::1]:9000"));
+        assert_eq!(v6["connect-timeout"].as_integer(), Some(3));
+        assert_eq!(v6["read-timeout"].as_integer(), Some(30));
+        assert_eq!(v6["send-timeout"].as_integer(), Some(20));
+        assert_eq!(v6["fail-timeout"].as_integer(), Some(5));
+        assert!(v6.get("balance").is_none(), "one server: no balance");
+        // The same back end (port 80 by default) is one upstream.
+        assert_eq!(upstreams(&t).len(), 4);
+        let v = vhost(&t, 0);
+        let rs = rules(v);
+        let m =
+            |i: usize| toml::Value::Table(rs[i]["match"].as_table().unwrap().clone()).to_string();
+        assert!(m(0).contains("path-prefix = \"/api/\""), "{}", m(0));
+        assert!(m(1).contains(r#"path-regex = '\.jsp$'"#), "{}", m(1));
+        assert_eq!(rs[1]["proxy"]["upstream"].as_str(), Some("default-jsp"));
+        // Rules of proxy.server's own prefixes are named after them.
+        assert_eq!(
+            rs[0]["name"].as_str(),
+            Some("1: { path-prefix = \"/api/\" }")
+        );
+        assert_eq!(rs[4]["proxy"]["upstream"].as_str(), Some("default-jsp"));
+        assert_eq!(rs.len(), 5);
+    }
+
+    #[test]
+    fn proxy_balance_header_and_forwarded() {
+        let two = "proxy.server = ( \"\" => ( ( \"host\" => \"10.0.0.10\" ), ( \"host\" => \"10.0.0.11\" ) ) )\n";
+        for (lighttpd, tessera, warns) in [
+            ("round-robin", "round-robin", false),
+            ("fair", "least-conn", false),
+            ("sticky", "ip-hash", false),
+            ("hash", "ip-hash", true),
+        ] {
+            let (t, r) = imp_toml(&format!(
+                "{PROXY_HEAD}proxy.balance = \"{lighttpd}\"\n{two}"
+            ));
+            let u = upstream(&t, "default-root");
+            assert_eq!(u["balance"].as_str(), Some(tessera), "{lighttpd}");
+            assert_eq!(
+                r.find("proxy.balance").any(|e| e.outcome.is_warning()),
+                warns,
+                "{lighttpd}"
+            );
+            // "" is the whole vhost: the vhost's own table, before static-file.
+            let v = vhost(&t, 0);
+            assert_eq!(v["proxy"]["upstream"].as_str(), Some("default-root"));
+            assert_eq!(v["modules"][0].as_str(), Some("proxy"));
+        }
+        let (t, r) = imp_toml(&format!(
+            "{PROXY_HEAD}{two}proxy.header = ( \"map-urlpath\" => ( \"/api/\" => \"/\", \"/a\" => \"/b\" ), \"map-host-request\" => ( \"-\" => \"app.internal\" ),\n\
+             \"upgrade\" => \"enable\", \"https-remap\" => \"enable\", \"connect\" => \"enable\" )\n\
+             proxy.forwarded = ( \"for\" => 1, \"proto\" => 1, \"host\" => 1 )\n"
+        ));
+        let p = &vhost(&t, 0)["proxy"];
+        assert_eq!(p["map-path"]["/api/"].as_str(), Some("/"));
+        assert_eq!(p["map-path"]["/a"].as_str(), Some("/b"));
+        assert_eq!(p["host"].as_str(), Some("app.internal"));
+        assert_eq!(p["forwarded"].as_str(), Some("both"));
+        let dropped: Vec<&str> = r
+            .entries
+            .iter()
+            .filter(|e| e.outcome == crate::Outcome::Dropped)
+            .map(|e| e.what.as_str())
+            .collect();
+        assert_eq!(
+            dropped,
+            vec!["proxy.header \"https-remap\"", "proxy.header \"connect\""]
+        );
+        assert!(r
+            .find("proxy.header \"upgrade\"")
+            .all(|e| e.outcome == crate::Outcome::Translated));
+        // "-" => "-": the server's own host:port; a per-host map is not translated.
+        let (t, _) = imp_toml(&format!(
+            "{PROXY_HEAD}{two}proxy.header = ( \"map-host-request\" => ( \"-\" => \"-\" ) )\n"
+        ));
+        assert_eq!(vhost(&t, 0)["proxy"]["host"].as_str(), Some("upstream"));
+        let (t, r) = imp_toml(&format!("{PROXY_HEAD}{two}proxy.header = ( \"map-host-request\" => ( \"a.example\" => \"b.internal\" ) )\n"));
+        assert!(vhost(&t, 0)["proxy"].get("host").is_none());
+        assert!(r
+            .find("map-host-request")
+            .any(|e| e.outcome == crate::Outcome::Dropped));
+        // Only some Forwarded parameters: approximated.
+        let (_, r) = imp_toml(&format!(
+            "{PROXY_HEAD}{two}proxy.forwarded = ( \"for\" => 1, \"by\" => 1 )\n"
+        ));
+        assert!(r
+            .find("proxy.forwarded")
+            .any(|e| e.outcome == crate::Outcome::Approximated));
+    }
+
+    #[test]
+    fn proxy_in_host_and_url_blocks() {
+        let (t, r) = imp_toml(&format!(
+            "{PROXY_HEAD}$HTTP[\"host\"] == \"www.example.com\" {{\n\
+               proxy.balance = \"round-robin\"\n\
+               proxy.server = ( \"\" => ( ( \"host\" => \"10.0.0.10\" ), ( \"host\" => \"10.0.0.11\" ) ) )\n\
+             }}\n\
+             $HTTP[\"url\"] =~ \"^/legacy/\" {{\n\
+               proxy.server = ( \"/\" => ( ( \"host\" => \"127.0.0.1\", \"port\" => 9000 ) ) )\n\
+             }}\n"
+        ));
+        no_drops(&r, &["proxy"]);
+        assert_eq!(
+            upstream(&t, "www.example.com-root")["balance"].as_str(),
+            Some("round-robin")
+        );
+        // The default vhost: only the URL block proxies.
+        let d = vhost(&t, 0);
+        assert!(d.get("proxy").is_none());
+        let rs = rules(d);
+        assert_eq!(rs.len(), 1);
+        assert_eq!(rs[0]["match"]["path-regex"].as_str(), Some("^/legacy/"));
+        assert_eq!(rs[0]["proxy"]["upstream"].as_str(), Some("default-root"));
+        // The host: everything goes to its pool, except /legacy/ (the later block).
+        let h = vhost(&t, 1);
+        assert_eq!(
+            h["proxy"]["upstream"].as_str(),
+            Some("www.example.com-root")
+        );
+        assert_eq!(
+            rules(h)[0]["proxy"]["upstream"].as_str(),
+            Some("default-root")
+        );
+        // mod_proxy not loaded: lighttpd ignores proxy.*.
+        let (t, r) = imp_toml("server.document-root = \"/srv\"\nproxy.server = ( \"\" => ( ( \"host\" => \"10.0.0.10\" ) ) )\n");
+        assert!(upstreams(&t).is_empty());
+        assert!(r
+            .find("mod_proxy is not in server.modules")
+            .any(|e| e.outcome == crate::Outcome::Dropped));
+    }
+
+    #[test]
+    fn extforward_and_max_request_size() {
+        let (t, r) = imp_toml(&format!(
+            "{PROXY_HEAD}server.port = 8080\nserver.max-request-size = 8192\n\
+             extforward.forwarder = ( \"10.0.0.1\" => \"trust\", \"192.168.0.0/16\" => \"trust\", \"10.9.9.9\" => \"untrusted\" )\n\
+             extforward.headers = ( \"Forwarded\" )\n\
+             extforward.hap-PROXY = \"enable\"\n\
+             $SERVER[\"socket\"] == \":8443\" {{ extforward.hap-PROXY = \"disable\" }}\n\
+             $SERVER[\"socket\"] == \":9000\" {{ }}\n"
+        ));
+        no_drops(&r, &["extforward", "max-request-size"]);
+        let s = t["server"].as_table().unwrap();
+        assert_eq!(s["max-body-size"].as_integer(), Some(8_388_608));
+        assert_eq!(
+            s["trusted-proxies"].as_array().unwrap(),
+            &vec![
+                toml::Value::from("10.0.0.1"),
+                toml::Value::from("192.168.0.0/16")
+            ]
+        );
+        assert_eq!(s["real-ip-header"].as_str(), Some("forwarded"));
+        assert_eq!(
+            s["listen-proxy-protocol"].as_array().unwrap(),
+            &vec![
+                toml::Value::from("0.0.0.0:8080"),
+                toml::Value::from("0.0.0.0:9000")
+            ]
+        );
+        // "all", unknown headers, 0 KiB, per-block values.
+        let (t, r) = imp_toml(&format!(
+            "{PROXY_HEAD}server.max-request-size = 0\n\
+             extforward.forwarder = ( \"all\" => \"trust\" )\n\
+             extforward.headers = ( \"X-Real-IP\", \"X-Forwarded-For\", \"Forwarded\" )\n\
+             $HTTP[\"url\"] =^ \"/upload/\" {{ server.max-request-size = 102400 }}\n\
+             $HTTP[\"remoteip\"] == \"10.0.0.0/8\" {{ extforward.forwarder = ( \"10.0.0.1\" => \"trust\" ) }}\n"
+        ));
+        let s = t["server"].as_table().unwrap();
+        assert!(s.get("max-body-size").is_none());
+        assert_eq!(
+            s["trusted-proxies"].as_array().unwrap(),
+            &vec![toml::Value::from("0.0.0.0/0"), toml::Value::from("::/0")]
+        );
+        assert_eq!(s["real-ip-header"].as_str(), Some("x-forwarded-for"));
+        let outcome = |what: &str, msg: &str| {
+            r.entries
+                .iter()
+                .find(|e| e.what == what && e.message.contains(msg))
+                .map(|e| e.outcome)
+        };
+        use crate::Outcome::*;
+        assert_eq!(
+            outcome("server.max-request-size", "no limit"),
+            Some(Approximated)
+        );
+        assert_eq!(
+            outcome("server.max-request-size", "server-wide"),
+            Some(Dropped)
+        );
+        assert_eq!(
+            outcome("extforward.forwarder", "\"all\""),
+            Some(Approximated)
+        );
+        assert_eq!(
+            outcome("extforward.forwarder", "server-wide"),
+            Some(Dropped)
+        );
+        assert_eq!(outcome("extforward.headers", "X-Real-IP"), Some(Dropped));
+        assert_eq!(
+            outcome("extforward.headers", "\"Forwarded\""),
+            Some(Approximated)
+        );
     }
 
     /// A `mimetype.assign` naming every common extension, with Tessera's types.
