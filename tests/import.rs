@@ -1090,10 +1090,7 @@ fn imported_request_size_and_trusted_proxies_apply() {
 /// NEEDS THE `proxy` MODULE: on this branch's base it is not registered yet,
 /// so `tessera -t` refuses `[vhost.proxy]` as an unknown module. Written
 /// against the specification of `[[upstream]]` and `proxy`; run it
-/// with `cargo test -p tessera --test http import::imported_proxy -- --ignored`
-/// once the module has landed, then remove the `ignore`.
 #[test]
-#[ignore = "needs the proxy module (modules/src/proxy), not registered on this base"]
 fn imported_proxy_configurations_pass_check() {
     let dir = TempDir::new("import-proxy");
     dir.mkdir("www");

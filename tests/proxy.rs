@@ -17,12 +17,18 @@ struct App {
 
 impl App {
     fn start(name: &str) -> App {
+        App::start_on(name, None)
+    }
+
+    /// On a Unix socket at `socket`, when given.
+    fn start_on(name: &str, socket: Option<&std::path::Path>) -> App {
         let mut child = Command::new("python3")
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/upstream/app.py"
             ))
             .arg(name)
+            .args(socket)
             .stdout(Stdio::piped())
             .stdin(Stdio::null())
             .spawn()
@@ -461,4 +467,16 @@ fn the_proxy_protocol_from_an_untrusted_source_is_refused() {
         "{}",
         s.stderr()
     );
+}
+
+#[test]
+fn an_upstream_on_a_unix_socket_is_reached() {
+    let d = crate::util::TempDir::new("unix-upstream");
+    let sock = d.path().join("app.sock");
+    let _app = App::start_on("u", Some(&sock));
+    let s = proxy_server(&[format!("unix:{}", sock.display())], "", "");
+    let r = s.get("/api/echo/over-unix");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(json(&r)["path"], "/echo/over-unix");
+    assert_eq!(json(&r)["name"], "u");
 }

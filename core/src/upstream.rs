@@ -29,10 +29,11 @@ pub enum Balance {
     /// lighttpd `"fair"`).
     LeastConn,
     /// By client address, so a client keeps its server while it is up (nginx
-    /// `ip_hash`, lighttpd `"hash"`, Cherokee `ip_hash`).
+    /// `ip_hash`, lighttpd `"sticky"`, Cherokee `ip_hash`; lighttpd's
+    /// `"hash"` hashes the URL instead, which Tessera approximates with this).
     IpHash,
     /// The first server that is up: failover in order (Cherokee `failover`,
-    /// lighttpd `"sticky"` with one client).
+    /// nginx `backup` servers).
     First,
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A small HTTP/1.1 upstream for the proxy tests (stdlib only).
 
-Usage: app.py NAME  -- listens on 127.0.0.1, port 0, prints "PORT\n" on
-stdout, then serves until killed. Paths:
+Usage: app.py NAME [SOCKET]  -- listens on 127.0.0.1, port 0 (or on the
+Unix socket SOCKET), prints "PORT\n" ("0\n" for a socket) on stdout, then
+serves until killed. Paths:
   /echo...        JSON: method, path, headers, body length and sha256
   /name           the NAME given on the command line
   /count          requests served so far (this one not included)
@@ -122,7 +123,20 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
+if len(sys.argv) > 2:
+    import socketserver
+
+    class UnixServer(socketserver.ThreadingUnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self):
+            conn, _ = super().get_request()
+            return conn, ("unix", 0)
+
+    server = UnixServer(sys.argv[2], Handler)
+    print(0, flush=True)
+else:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
 server.serve_forever()

@@ -89,8 +89,9 @@ pub struct Proxy {
 
 struct Inner {
     upstream: Arc<Upstream>,
-    /// One resolved address per server (index as in `upstream.servers`).
-    addrs: Vec<SocketAddr>,
+    /// One resolved address per server (index as in `upstream.servers`);
+    /// `None` for a Unix socket.
+    addrs: Vec<Option<SocketAddr>>,
     /// `(from, to)` longest first.
     map_path: Vec<(String, String)>,
     host: HostMode,
@@ -134,15 +135,9 @@ impl ModuleDecl for Proxy {
                         .ok_or_else(|| {
                             format!("upstream \"{}\": {a} resolves to no address", upstream.name)
                         })?;
-                    addrs.push(first);
+                    addrs.push(Some(first));
                 }
-                Address::Unix(p) => {
-                    return Err(format!(
-                        "upstream \"{}\": unix:{} : the proxy module speaks HTTP over TCP only",
-                        upstream.name,
-                        p.display()
-                    ))
-                }
+                Address::Unix(_) => addrs.push(None),
             }
         }
         let mut map_path: Vec<(String, String)> = cfg.map_path.into_iter().collect();
@@ -172,28 +167,32 @@ impl ModuleDecl for Proxy {
 }
 
 thread_local! {
-    /// The worker's HTTP client of each proxy instance: its own pool of
-    /// kept-alive connections (awc's `Client` is not `Send`).
-    static CLIENTS: RefCell<HashMap<usize, awc::Client>> = RefCell::new(HashMap::new());
+    /// The worker's HTTP client of each proxy instance and server: its own
+    /// pool of kept-alive connections (awc's `Client` is not `Send`).
+    static CLIENTS: RefCell<HashMap<(usize, usize), awc::Client>> = RefCell::new(HashMap::new());
 }
 
 impl Inner {
-    fn client(&self) -> awc::Client {
+    fn client(&self, server: usize) -> awc::Client {
         CLIENTS.with(|c| {
             c.borrow_mut()
-                .entry(self.id)
+                .entry((self.id, server))
                 .or_insert_with(|| {
                     let u = &self.upstream.config;
                     let connector = awc::Connector::new()
                         .timeout(Duration::from_secs(u.connect_timeout))
                         .limit(u.max_connections)
                         .conn_keep_alive(Duration::from_secs(u.keepalive_timeout.max(1)));
-                    awc::Client::builder()
-                        .connector(connector)
+                    let builder = awc::Client::builder()
                         .no_default_headers()
                         .disable_redirects()
-                        .timeout(Duration::from_secs(u.read_timeout))
-                        .finish()
+                        .timeout(Duration::from_secs(u.read_timeout));
+                    match &self.upstream.servers[server].address {
+                        Address::Unix(path) => builder
+                            .connector(connector.connector(unix_connector(path.clone())))
+                            .finish(),
+                        Address::Tcp(_) => builder.connector(connector).finish(),
+                    }
                 })
                 .clone()
         })
@@ -241,7 +240,6 @@ impl Inner {
                 .is_some_and(|v| v.as_bytes() != b"0");
         let mut body = cx.take_body().filter(|_| framed);
         let has_body = body.is_some();
-        let client = self.client();
         let u = &self.upstream.config;
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
@@ -250,12 +248,15 @@ impl Inner {
                 return error_response(StatusCode::BAD_GATEWAY);
             };
             tried.push(pick.index);
-            let addr = self.addrs[pick.index];
-            let url = format!("http://{addr}{target}");
-            let mut creq = client
-                .request(req.method().clone(), url.as_str())
-                .address(addr)
-                .timeout(Duration::from_secs(u.read_timeout));
+            let client = self.client(pick.index);
+            let mut creq = match self.addrs[pick.index] {
+                Some(addr) => client
+                    .request(req.method().clone(), format!("http://{addr}{target}"))
+                    .address(addr),
+                // the connector ignores the authority
+                None => client.request(req.method().clone(), format!("http://localhost{target}")),
+            }
+            .timeout(Duration::from_secs(u.read_timeout));
             *creq.headers_mut() = headers.clone();
             if let HostMode::Upstream = self.host {
                 if let Ok(v) = HeaderValue::from_str(&self.upstream_host(pick.index)) {
@@ -342,6 +343,30 @@ impl Inner {
         }
         r
     }
+}
+
+/// An awc connector that reaches `path` (a Unix socket) whatever the URL.
+fn unix_connector(
+    path: std::path::PathBuf,
+) -> impl actix_service::Service<
+    actix_tls::connect::ConnectInfo<awc::http::Uri>,
+    Response = actix_tls::connect::Connection<awc::http::Uri, actix_rt::net::UnixStream>,
+    Error = actix_tls::connect::ConnectError,
+> + Clone {
+    actix_service::fn_service(
+        move |info: actix_tls::connect::ConnectInfo<awc::http::Uri>| {
+            let path = path.clone();
+            async move {
+                let io = actix_rt::net::UnixStream::connect(&path)
+                    .await
+                    .map_err(actix_tls::connect::ConnectError::Io)?;
+                Ok(actix_tls::connect::Connection::new(
+                    info.request().clone(),
+                    io,
+                ))
+            }
+        },
+    )
 }
 
 /// The status for a failed send, and whether another server may be tried
