@@ -210,7 +210,7 @@ fn proxy_drops(report: &str) -> Vec<&str> {
             continue;
         }
         // `  FILE:LINE: WHAT: MESSAGE`
-        let rest = line.trim_start().splitn(3, ": ").nth(1).unwrap_or("");
+        let rest = line.trim_start().split(": ").nth(1).unwrap_or("");
         if in_dropped
             && (rest.starts_with("proxy.")
                 || rest.starts_with("extforward.")
