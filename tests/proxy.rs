@@ -73,7 +73,7 @@ fn proxy_server(servers: &[String], extra_upstream: &str, extra_server: &str) ->
         .join(", ");
     Server::start(
         &format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n{extra_server}\n\n[[upstream]]\nname = \"app\"\nservers = [{list}]\n{extra_upstream}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"access-log\", \"static-file\"]\n[vhost.access-log]\npath = \"access.log\"\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = {{ \"/api/\" = \"/\" }}\n"
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n{extra_server}\n\n[[upstream]]\nname = \"app\"\nservers = [{list}]\n{extra_upstream}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"access-log\", \"static-file\"]\n[vhost.access-log]\npath = \"access.log\"\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = {{ \"/api/\" = \"/\" }}\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/server-status\" }}\n[vhost.rule.status]\nallow = [\"127.0.0.1\"]\n"
         ),
         |d| {
             d.write("www/local.txt", "local");
@@ -260,6 +260,19 @@ fn with_one_of_two_upstreams_down_every_request_succeeds() {
         let r = s.get("/api/name");
         assert_eq!((r.status, r.text().as_str()), (200, "b"));
     }
+    // the status module shows the dead server down, the other up
+    let text = s.get("/server-status").text();
+    let line = |state: &str| {
+        text.lines()
+            .any(|l| l.starts_with("upstream app server ") && l.contains(&format!("state={state}")))
+    };
+    assert!(line("down") && line("up"), "{text}");
+    let prom = s.get("/server-status?format=prometheus").text();
+    assert!(
+        prom.contains(&format!("tessera_upstream_up{{upstream=\"app\",server=\"{}\"}} 1", app.addr())),
+        "{prom}"
+    );
+    assert!(prom.contains("tessera_upstream_failures_total{upstream=\"app\""), "{prom}");
 }
 
 #[test]
@@ -479,4 +492,28 @@ fn an_upstream_on_a_unix_socket_is_reached() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(json(&r)["path"], "/echo/over-unix");
     assert_eq!(json(&r)["name"], "u");
+}
+
+#[test]
+fn an_active_health_check_takes_a_failing_server_out() {
+    let (sick, b) = (App::start("sick"), App::start("b"));
+    let s = proxy_server(
+        &[sick.addr(), b.addr()],
+        "health-check = \"/health\"\nhealth-interval = 1\nmax-fails = 0",
+        "",
+    );
+    // the first check runs at start; wait for it (bounded)
+    let mut down = false;
+    for _ in 0..100 {
+        let text = s.get("/server-status").text();
+        if text.contains(&format!("server {}: state=down", sick.addr())) {
+            down = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(down, "{}", s.get("/server-status").text());
+    for _ in 0..6 {
+        assert_eq!(s.get("/api/name").text(), "b");
+    }
 }

@@ -192,6 +192,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             engine_shutdown,
         )
     });
+    crate::upstream::start_health_checks(&cfg.upstreams);
     let hup = signal(SignalKind::hangup())?;
     let usr1 = signal(SignalKind::user_defined1())?;
     crate::supervisor::Supervisor::new(

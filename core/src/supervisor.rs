@@ -85,7 +85,11 @@ impl Runtime {
                 restart.join(", ")
             );
         }
+        if a.listen_proxy_protocol != b.listen_proxy_protocol {
+            restart.push("server.listen-proxy-protocol");
+        }
         self.sni.replace(new.tls.clone());
+        crate::upstream::start_health_checks(&new.upstreams);
         self.current.store(Arc::new(new));
         let generation = crate::stats::global()
             .generation

@@ -71,10 +71,21 @@ pub struct UpstreamConfig {
     /// Default 15; 0 closes connections after each request.
     #[serde(default = "fifteen")]
     pub keepalive_timeout: u64,
-    /// Connections per worker to all servers of this upstream, busy and idle.
-    /// Default 100.
+    /// Connections per worker to each server of this upstream, busy and
+    /// idle. Default 100.
     #[serde(default = "hundred")]
     pub max_connections: usize,
+    /// Active health check: a path (`"/healthz"`) requested from every server
+    /// each `health-interval` seconds with `GET path HTTP/1.0`. A server
+    /// that does not answer 2xx or 3xx within `connect-timeout` plus
+    /// `read-timeout` is down until a check passes; one that passes is up
+    /// (its passive failures are forgotten). Default: none (passive health
+    /// only). For HTTP upstreams (`proxy`).
+    #[serde(default)]
+    pub health_check: Option<String>,
+    /// Seconds between active checks. Default 5.
+    #[serde(default = "five")]
+    pub health_interval: u64,
 }
 
 fn one() -> u32 {
@@ -250,6 +261,89 @@ impl Upstream {
     }
 }
 
+/// Starts the active health checks of `upstreams` that have a
+/// `health-check` path, on the current actix-rt arbiter. Each check task
+/// holds only a weak reference: it ends when its configuration is dropped
+/// (after a reload).
+pub fn start_health_checks(upstreams: &Upstreams) {
+    for u in upstreams.all() {
+        let Some(path) = u.config.health_check.clone() else {
+            continue;
+        };
+        let weak = Arc::downgrade(u);
+        let every = Duration::from_secs(u.config.health_interval.max(1));
+        actix_rt::spawn(async move {
+            let mut tick = actix_rt::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(u) = weak.upgrade() else {
+                    return;
+                };
+                for s in &u.servers {
+                    let limit = Duration::from_secs(u.config.connect_timeout + u.config.read_timeout);
+                    let ok = matches!(
+                        actix_rt::time::timeout(limit, check(&s.address, &path)).await,
+                        Ok(Ok(true))
+                    );
+                    let was_up = s.is_up();
+                    if ok {
+                        s.fails.store(0, Ordering::Relaxed);
+                        s.down_until.store(0, Ordering::Relaxed);
+                    } else {
+                        s.down_until.store(u64::MAX, Ordering::Relaxed);
+                    }
+                    if was_up != ok {
+                        tracing::warn!(
+                            upstream = %u.name,
+                            server = %s.address,
+                            "health check {path}: server {}",
+                            if ok { "up" } else { "down" }
+                        );
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// One `GET path HTTP/1.0`: `Ok(true)` for a 2xx or 3xx status line.
+async fn check(address: &Address, path: &str) -> std::io::Result<bool> {
+    use tokio::io::AsyncWriteExt;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: tessera-health-check\r\n\r\n");
+    let mut head = [0u8; 16];
+    let n = match address {
+        Address::Tcp(a) => {
+            let mut io = actix_rt::net::TcpStream::connect(a.as_str()).await?;
+            io.write_all(request.as_bytes()).await?;
+            read_at_least(&mut io, &mut head, 12).await?
+        }
+        Address::Unix(p) => {
+            let mut io = actix_rt::net::UnixStream::connect(p).await?;
+            io.write_all(request.as_bytes()).await?;
+            read_at_least(&mut io, &mut head, 12).await?
+        }
+    };
+    // "HTTP/1.x 2xx" or 3xx
+    Ok(n >= 12 && head.starts_with(b"HTTP/1.") && matches!(head[9], b'2' | b'3'))
+}
+
+async fn read_at_least<R: tokio::io::AsyncRead + Unpin>(
+    io: &mut R,
+    buf: &mut [u8],
+    want: usize,
+) -> std::io::Result<usize> {
+    use tokio::io::AsyncReadExt;
+    let mut n = 0;
+    while n < want {
+        let k = io.read(&mut buf[n..]).await?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    Ok(n)
+}
+
 /// FNV-1a over the address bytes: stable across restarts and workers.
 fn hash_ip(ip: IpAddr) -> u64 {
     let bytes: Vec<u8> = match ip {
@@ -369,6 +463,8 @@ mod tests {
             send_timeout: 60,
             keepalive_timeout: 15,
             max_connections: 100,
+            health_check: None,
+            health_interval: 5,
         }])
         .unwrap()
     }

@@ -14,8 +14,9 @@
 //! Counters: requests by vhost and status class, response bytes by vhost
 //! (Content-Length of sized bodies), active connections, connections closed by
 //! `client-header-timeout` or `send-timeout`, uptime in seconds,
-//! configuration generation (1 + successful reloads), and access-log lines
-//! written and dropped per file.
+//! configuration generation (1 + successful reloads), access-log lines
+//! written and dropped per file, and per upstream server: requests,
+//! failures, up or down (passive health), requests in flight.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -58,13 +59,14 @@ pub struct StatusConfig {
 pub struct Status {
     allow: Vec<IpNet>,
     format: Format,
+    upstreams: Vec<std::sync::Arc<tessera_core::upstream::Upstream>>,
 }
 
 impl ModuleDecl for Status {
     const NAME: &'static str = "status";
     type Config = StatusConfig;
 
-    fn build(cfg: StatusConfig, _cx: &BuildContext<'_>) -> Result<Self, String> {
+    fn build(cfg: StatusConfig, cx: &BuildContext<'_>) -> Result<Self, String> {
         let allow = cfg
             .allow
             .iter()
@@ -74,6 +76,7 @@ impl ModuleDecl for Status {
         Ok(Status {
             allow,
             format: cfg.format,
+            upstreams: cx.upstreams.all().to_vec(),
         })
     }
 }
@@ -87,8 +90,8 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Renders the counters in `format`.
-pub fn render(format: Format) -> String {
+/// Renders the counters in `format`, with the servers of `upstreams`.
+pub fn render(format: Format, upstreams: &[std::sync::Arc<tessera_core::upstream::Upstream>]) -> String {
     let st = tessera_core::stats::global();
     let mut out = String::new();
     let uptime = st.uptime_secs();
@@ -116,6 +119,20 @@ pub fn render(format: Format) -> String {
                     "access-log {}: lines-written={w} lines-dropped={d}",
                     p.display()
                 );
+            }
+            for u in upstreams {
+                for s in &u.servers {
+                    let _ = writeln!(
+                        out,
+                        "upstream {} server {}: state={} requests={} failures={} in-flight={}",
+                        u.name,
+                        s.address,
+                        if s.is_up() { "up" } else { "down" },
+                        s.requests.load(Ordering::Relaxed),
+                        s.failures.load(Ordering::Relaxed),
+                        s.in_flight()
+                    );
+                }
             }
         }
         Format::Prometheus => {
@@ -201,6 +218,33 @@ pub fn render(format: Format) -> String {
                     label(&p.display().to_string())
                 );
             }
+            let metrics: [(&str, &str, &str); 4] = [
+                ("tessera_upstream_requests_total", "counter", "Requests sent to an upstream server."),
+                ("tessera_upstream_failures_total", "counter", "Requests that failed at an upstream server (refused, timed out, broken)."),
+                ("tessera_upstream_up", "gauge", "1 when the upstream server is up, 0 while passive health holds it down."),
+                ("tessera_upstream_in_flight", "gauge", "Requests in flight to an upstream server."),
+            ];
+            if !upstreams.is_empty() {
+                for (name, kind, help) in metrics {
+                    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+                    for u in upstreams {
+                        for s in &u.servers {
+                            let v = match name {
+                                "tessera_upstream_requests_total" => s.requests.load(Ordering::Relaxed),
+                                "tessera_upstream_failures_total" => s.failures.load(Ordering::Relaxed),
+                                "tessera_upstream_up" => u64::from(s.is_up()),
+                                _ => s.in_flight() as u64,
+                            };
+                            let _ = writeln!(
+                                out,
+                                "{name}{{upstream=\"{}\",server=\"{}\"}} {v}",
+                                label(&u.name),
+                                label(&s.address.to_string())
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
     out
@@ -243,7 +287,7 @@ impl Module for Status {
             Format::Text => "text/plain; charset=utf-8",
             Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
         };
-        let mut r = HttpResponse::Ok().body(render(format));
+        let mut r = HttpResponse::Ok().body(render(format, &self.upstreams));
         r.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
         r.headers_mut()
@@ -261,10 +305,10 @@ mod tests {
         tessera_core::stats::global()
             .vhost("unit.test")
             .record(204, 10);
-        let t = render(Format::Text);
+        let t = render(Format::Text, &[]);
         assert!(t.contains("vhost unit.test: 1xx=0 2xx=1"), "{t}");
         assert!(t.contains("config-generation: "), "{t}");
-        let p = render(Format::Prometheus);
+        let p = render(Format::Prometheus, &[]);
         assert!(
             p.contains("tessera_requests_total{vhost=\"unit.test\",class=\"2xx\"} 1"),
             "{p}"

@@ -7,6 +7,7 @@ serves until killed. Paths:
   /echo...        JSON: method, path, headers, body length and sha256
   /name           the NAME given on the command line
   /count          requests served so far (this one not included)
+  /health         200, or 503 when NAME starts with "sick"
   /slow?s=N       answers after N seconds (a slow back end)
   /big?n=BYTES    BYTES bytes of 'x', with Content-Length
   /die            Content-Length 1000000, 1000 bytes, then the process exits
@@ -88,6 +89,8 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/name":
             self.read_body()
             self.send(200, NAME.encode())
+        elif url.path == "/health":
+            self.send(503 if NAME.startswith("sick") else 200, b"health")
         elif url.path == "/count":
             self.send(200, str(served).encode())
         elif url.path == "/slow":
