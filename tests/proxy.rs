@@ -517,3 +517,48 @@ fn an_active_health_check_takes_a_failing_server_out() {
         assert_eq!(s.get("/api/name").text(), "b");
     }
 }
+
+/// Response-phase modules and the access log treat a proxied response as
+/// they treat a file.
+#[test]
+fn response_phase_modules_apply_to_proxied_responses() {
+    let app = App::start("a");
+    let s = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"access-log\", \"headers\", \"error-pages\", \"compress\", \"proxy\", \"static-file\"]\n[vhost.access-log]\npath = \"access.log\"\n[vhost.headers]\nset = {{ \"X-Frame-Options\" = \"DENY\" }}\n[vhost.error-pages]\npages = {{ \"404\" = \"errors/404.html\" }}\n[vhost.compress]\nencodings = [\"gzip\"]\nmime-types = [\"application/json\"]\nmin-size = 10\n[vhost.proxy]\nupstream = \"app\"\n",
+            app.addr()
+        ),
+        |d| {
+            d.write("www/errors/404.html", "<p>our own 404</p>");
+        },
+    );
+    let big = s.req("GET", "/big?n=5000", &["Accept-Encoding: gzip"]);
+    assert_eq!(big.status, 200);
+    assert_eq!(big.header("x-frame-options"), Some("DENY"));
+    let r = s.req("GET", "/echo", &["Accept-Encoding: gzip"]);
+    assert_eq!(r.header("content-encoding"), Some("gzip"), "{:?}", r.headers);
+    let mut plain = String::new();
+    flate2_gunzip(&r.body, &mut plain);
+    assert!(plain.contains("\"path\": \"/echo\""), "{plain}");
+    let missing = s.get("/no-such-path");
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.text(), "<p>our own 404</p>", "{}", s.stderr());
+    let dir = s.root().parent().unwrap().to_path_buf();
+    s.stop_keep_dir();
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+    let first = log.lines().next().unwrap();
+    assert!(first.contains("\"GET /big?n=5000 HTTP/1.1\" 200 5000"), "{log}");
+}
+
+/// Decompresses gzip with the system's gzip (the test crate has no inflater).
+fn flate2_gunzip(data: &[u8], out: &mut String) {
+    let mut c = Command::new("gzip")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(data).unwrap();
+    let o = c.wait_with_output().unwrap();
+    out.push_str(&String::from_utf8_lossy(&o.stdout));
+}
