@@ -45,7 +45,7 @@ fn shipped_configuration_is_valid() {
     assert!(stdout.contains("vhost \"localhost\" (default)"), "{stdout}");
     assert!(stdout.contains("vhost \"static.localhost\""), "{stdout}");
     assert!(
-        stdout.contains("access-log -> headers -> expires -> static-file"),
+        stdout.contains("access-log -> headers -> expires -> proxy -> static-file"),
         "{stdout}"
     );
     assert!(stdout.contains("is ok"), "{stdout}");

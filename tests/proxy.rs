@@ -269,10 +269,16 @@ fn with_one_of_two_upstreams_down_every_request_succeeds() {
     assert!(line("down") && line("up"), "{text}");
     let prom = s.get("/server-status?format=prometheus").text();
     assert!(
-        prom.contains(&format!("tessera_upstream_up{{upstream=\"app\",server=\"{}\"}} 1", app.addr())),
+        prom.contains(&format!(
+            "tessera_upstream_up{{upstream=\"app\",server=\"{}\"}} 1",
+            app.addr()
+        )),
         "{prom}"
     );
-    assert!(prom.contains("tessera_upstream_failures_total{upstream=\"app\""), "{prom}");
+    assert!(
+        prom.contains("tessera_upstream_failures_total{upstream=\"app\""),
+        "{prom}"
+    );
 }
 
 #[test]
@@ -536,7 +542,12 @@ fn response_phase_modules_apply_to_proxied_responses() {
     assert_eq!(big.status, 200);
     assert_eq!(big.header("x-frame-options"), Some("DENY"));
     let r = s.req("GET", "/echo", &["Accept-Encoding: gzip"]);
-    assert_eq!(r.header("content-encoding"), Some("gzip"), "{:?}", r.headers);
+    assert_eq!(
+        r.header("content-encoding"),
+        Some("gzip"),
+        "{:?}",
+        r.headers
+    );
     let mut plain = String::new();
     flate2_gunzip(&r.body, &mut plain);
     assert!(plain.contains("\"path\": \"/echo\""), "{plain}");
@@ -547,7 +558,10 @@ fn response_phase_modules_apply_to_proxied_responses() {
     s.stop_keep_dir();
     let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
     let first = log.lines().next().unwrap();
-    assert!(first.contains("\"GET /big?n=5000 HTTP/1.1\" 200 5000"), "{log}");
+    assert!(
+        first.contains("\"GET /big?n=5000 HTTP/1.1\" 200 5000"),
+        "{log}"
+    );
 }
 
 /// Decompresses gzip with the system's gzip (the test crate has no inflater).

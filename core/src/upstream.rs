@@ -280,7 +280,8 @@ pub fn start_health_checks(upstreams: &Upstreams) {
                     return;
                 };
                 for s in &u.servers {
-                    let limit = Duration::from_secs(u.config.connect_timeout + u.config.read_timeout);
+                    let limit =
+                        Duration::from_secs(u.config.connect_timeout + u.config.read_timeout);
                     let ok = matches!(
                         actix_rt::time::timeout(limit, check(&s.address, &path)).await,
                         Ok(Ok(true))
@@ -309,7 +310,9 @@ pub fn start_health_checks(upstreams: &Upstreams) {
 /// One `GET path HTTP/1.0`: `Ok(true)` for a 2xx or 3xx status line.
 async fn check(address: &Address, path: &str) -> std::io::Result<bool> {
     use tokio::io::AsyncWriteExt;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: tessera-health-check\r\n\r\n");
+    let request = format!(
+        "GET {path} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: tessera-health-check\r\n\r\n"
+    );
     let mut head = [0u8; 16];
     let n = match address {
         Address::Tcp(a) => {

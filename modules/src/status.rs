@@ -91,7 +91,10 @@ fn label(v: &str) -> String {
 }
 
 /// Renders the counters in `format`, with the servers of `upstreams`.
-pub fn render(format: Format, upstreams: &[std::sync::Arc<tessera_core::upstream::Upstream>]) -> String {
+pub fn render(
+    format: Format,
+    upstreams: &[std::sync::Arc<tessera_core::upstream::Upstream>],
+) -> String {
     let st = tessera_core::stats::global();
     let mut out = String::new();
     let uptime = st.uptime_secs();
@@ -219,10 +222,26 @@ pub fn render(format: Format, upstreams: &[std::sync::Arc<tessera_core::upstream
                 );
             }
             let metrics: [(&str, &str, &str); 4] = [
-                ("tessera_upstream_requests_total", "counter", "Requests sent to an upstream server."),
-                ("tessera_upstream_failures_total", "counter", "Requests that failed at an upstream server (refused, timed out, broken)."),
-                ("tessera_upstream_up", "gauge", "1 when the upstream server is up, 0 while passive health holds it down."),
-                ("tessera_upstream_in_flight", "gauge", "Requests in flight to an upstream server."),
+                (
+                    "tessera_upstream_requests_total",
+                    "counter",
+                    "Requests sent to an upstream server.",
+                ),
+                (
+                    "tessera_upstream_failures_total",
+                    "counter",
+                    "Requests that failed at an upstream server (refused, timed out, broken).",
+                ),
+                (
+                    "tessera_upstream_up",
+                    "gauge",
+                    "1 when the upstream server is up, 0 while passive health holds it down.",
+                ),
+                (
+                    "tessera_upstream_in_flight",
+                    "gauge",
+                    "Requests in flight to an upstream server.",
+                ),
             ];
             if !upstreams.is_empty() {
                 for (name, kind, help) in metrics {
@@ -230,8 +249,12 @@ pub fn render(format: Format, upstreams: &[std::sync::Arc<tessera_core::upstream
                     for u in upstreams {
                         for s in &u.servers {
                             let v = match name {
-                                "tessera_upstream_requests_total" => s.requests.load(Ordering::Relaxed),
-                                "tessera_upstream_failures_total" => s.failures.load(Ordering::Relaxed),
+                                "tessera_upstream_requests_total" => {
+                                    s.requests.load(Ordering::Relaxed)
+                                }
+                                "tessera_upstream_failures_total" => {
+                                    s.failures.load(Ordering::Relaxed)
+                                }
                                 "tessera_upstream_up" => u64::from(s.is_up()),
                                 _ => s.in_flight() as u64,
                             };
