@@ -31,7 +31,7 @@ pub(crate) fn read_response(c: &mut TcpStream) -> Response {
 }
 
 /// As [`read_response`], with the status line.
-fn read_response_line(c: &mut TcpStream) -> (String, Response) {
+pub(crate) fn read_response_line(c: &mut TcpStream) -> (String, Response) {
     let mut raw = Vec::new();
     let mut byte = [0u8; 1];
     while !raw.ends_with(b"\r\n\r\n") {

@@ -576,3 +576,35 @@ fn flate2_gunzip(data: &[u8], out: &mut String) {
     let o = c.wait_with_output().unwrap();
     out.push_str(&String::from_utf8_lossy(&o.stdout));
 }
+
+#[test]
+fn a_websocket_echo_passes_through() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "http1-engine = \"tessera\"");
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(
+        b"GET /api/ws HTTP/1.1\r\nHost: site.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let (line, r) = crate::engine::read_response_line(&mut c);
+    assert!(line.starts_with("HTTP/1.1 101"), "{line}");
+    assert_eq!(r.header("upgrade"), Some("websocket"));
+    assert_eq!(r.header("connection"), Some("upgrade"));
+    // RFC 6455 §1.3's example key and accept
+    assert_eq!(
+        r.header("sec-websocket-accept"),
+        Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    );
+    for word in ["hello", "again"] {
+        let mask = [1u8, 2, 3, 4];
+        let mut frame = vec![0x81, 0x80 | word.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(word.bytes().enumerate().map(|(i, x)| x ^ mask[i % 4]));
+        c.write_all(&frame).unwrap();
+        let mut echo = vec![0u8; 2 + word.len()];
+        c.read_exact(&mut echo).unwrap();
+        assert_eq!(&echo[..2], &[0x81, word.len() as u8]);
+        assert_eq!(&echo[2..], word.as_bytes());
+    }
+}

@@ -42,6 +42,7 @@ pub mod server;
 pub mod stats;
 pub mod supervisor;
 pub mod tls;
+pub mod upgrade;
 pub mod upstream;
 pub mod vhost;
 

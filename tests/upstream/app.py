@@ -8,11 +8,13 @@ serves until killed. Paths:
   /name           the NAME given on the command line
   /count          requests served so far (this one not included)
   /health         200, or 503 when NAME starts with "sick"
+  /ws             a WebSocket (RFC 6455) that echoes text frames
   /slow?s=N       answers after N seconds (a slow back end)
   /big?n=BYTES    BYTES bytes of 'x', with Content-Length
   /die            Content-Length 1000000, 1000 bytes, then the process exits
   /die-chunked    chunked, one 1000-byte chunk, then the process exits
 """
+import base64
 import hashlib
 import json
 import os
@@ -89,6 +91,8 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/name":
             self.read_body()
             self.send(200, NAME.encode())
+        elif url.path == "/ws":
+            self.websocket_echo()
         elif url.path == "/health":
             self.send(503 if NAME.startswith("sick") else 200, b"health")
         elif url.path == "/count":
@@ -122,6 +126,32 @@ class Handler(BaseHTTPRequestHandler):
             os._exit(0)
         else:
             self.send(404, b"no such path")
+
+    def websocket_echo(self):
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.end_headers()
+        self.wfile.flush()
+        while True:
+            hdr = self.rfile.read(2)
+            if len(hdr) < 2:
+                return
+            opcode, n = hdr[0] & 0x0F, hdr[1] & 0x7F
+            if n == 126:
+                n = int.from_bytes(self.rfile.read(2), "big")
+            mask = self.rfile.read(4) if hdr[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if opcode == 8:
+                self.wfile.write(b"\x88\x00")
+                self.wfile.flush()
+                return
+            self.wfile.write(bytes([0x80 | opcode, len(data)]) + data)
+            self.wfile.flush()
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
 

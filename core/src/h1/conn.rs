@@ -157,6 +157,13 @@ pub async fn serve<S>(
                 ConnectionType::Close
             });
         }
+        // a request that asks for another protocol may get the connection
+        // after a 101 (crate::upgrade)
+        let upgradable =
+            framing == Framing::None && req.head().headers.contains_key(header::UPGRADE);
+        if upgradable {
+            actix_http::HttpMessage::extensions_mut(&req).insert(crate::upgrade::CanUpgrade);
+        }
         // 3. the app
         let mut call = std::pin::pin!(svc.call(req));
         let res = loop {
@@ -192,7 +199,18 @@ pub async fn serve<S>(
             keep = false;
         }
         // 5. the response
+        let upgrade = if upgradable && res.status() == StatusCode::SWITCHING_PROTOCOLS {
+            res.extensions().get::<crate::upgrade::Upgrade>().cloned()
+        } else {
+            None
+        };
         let written = write_response(&mut io, res, version, is_head, keep, &st).await;
+        if let Some(run) = upgrade.and_then(|u| u.take()) {
+            if written.is_ok() {
+                run(crate::upgrade::Tunnel { io, read: buf }).await;
+            }
+            return;
+        }
         match written {
             Ok(true) if keep => {}
             Ok(_) => return linger_close(&mut io, &mut buf).await,
@@ -416,7 +434,10 @@ async fn write_response(
         BodySize::Stream if chunked => w.put_slice(b"transfer-encoding: chunked\r\n"),
         _ => {}
     }
-    if !keep && version == Version::HTTP_11 {
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        // the connection now speaks the protocol of the Upgrade field
+        w.put_slice(b"connection: upgrade\r\n");
+    } else if !keep && version == Version::HTTP_11 {
         w.put_slice(b"connection: close\r\n");
     } else if keep && version == Version::HTTP_10 {
         w.put_slice(b"connection: keep-alive\r\n");

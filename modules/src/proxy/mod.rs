@@ -36,6 +36,7 @@
 //! response never looks complete.
 
 mod forward;
+mod tunnel;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -240,6 +241,16 @@ impl Inner {
                 .is_some_and(|v| v.as_bytes() != b"0");
         let mut body = cx.take_body().filter(|_| framed);
         let has_body = body.is_some();
+        if let Some(up) = req.headers().get(header::UPGRADE) {
+            use tessera_core::actix_web::HttpMessage;
+            if !has_body
+                && req
+                    .extensions()
+                    .contains::<tessera_core::upgrade::CanUpgrade>()
+            {
+                return self.upgrade(req, &target, headers, up.clone()).await;
+            }
+        }
         let u = &self.upstream.config;
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
@@ -306,6 +317,75 @@ impl Inner {
                     }
                     return error_response(status);
                 }
+            }
+        }
+    }
+
+    /// An `Upgrade` request (WebSocket): its own connection to a server, and
+    /// the tunnel after a 101 (see [`tunnel`]).
+    async fn upgrade(
+        &self,
+        req: &tessera_core::actix_web::HttpRequest,
+        target: &str,
+        mut headers: HeaderMap,
+        upgrade: HeaderValue,
+    ) -> HttpResponse {
+        let u = &self.upstream.config;
+        let Some(pick) = self.upstream.pick(req.peer_addr().map(|a| a.ip()), &[]) else {
+            return error_response(StatusCode::BAD_GATEWAY);
+        };
+        if let HostMode::Upstream = self.host {
+            if let Ok(v) = HeaderValue::from_str(&self.upstream_host(pick.index)) {
+                headers.insert(header::HOST, v);
+            }
+        }
+        let mut head = Vec::with_capacity(512);
+        head.extend_from_slice(req.method().as_str().as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(target.as_bytes());
+        head.extend_from_slice(b" HTTP/1.1\r\n");
+        for (k, v) in headers.iter() {
+            head.extend_from_slice(k.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(v.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"upgrade: ");
+        head.extend_from_slice(upgrade.as_bytes());
+        head.extend_from_slice(b"\r\nconnection: upgrade\r\n\r\n");
+        let server = &self.upstream.servers[pick.index].address;
+        let connect = tokio::time::timeout(
+            Duration::from_secs(u.connect_timeout),
+            tunnel::connect(server, self.addrs[pick.index]),
+        );
+        let up = match connect.await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::error!(upstream = %self.upstream.name, %server, "proxy: upgrade: {e}");
+                pick.failed();
+                return error_response(StatusCode::BAD_GATEWAY);
+            }
+            Err(_) => {
+                tracing::error!(upstream = %self.upstream.name, %server, "proxy: upgrade: connect timed out");
+                pick.failed();
+                return error_response(StatusCode::GATEWAY_TIMEOUT);
+            }
+        };
+        let idle = Duration::from_secs(u.read_timeout);
+        match tokio::time::timeout(idle, tunnel::upgrade(up, head, idle)).await {
+            Ok(Ok(r)) => {
+                pick.succeeded();
+                r
+            }
+            Ok(Err(e)) => {
+                tracing::error!(upstream = %self.upstream.name, %server, "proxy: upgrade: {e}");
+                pick.failed();
+                error_response(StatusCode::BAD_GATEWAY)
+            }
+            Err(_) => {
+                tracing::error!(upstream = %self.upstream.name, %server, "proxy: upgrade: no answer (read-timeout)");
+                pick.failed();
+                error_response(StatusCode::GATEWAY_TIMEOUT)
             }
         }
     }

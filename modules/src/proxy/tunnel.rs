@@ -1,0 +1,142 @@
+//! `Upgrade` requests (WebSocket) through the proxy: the request head goes to
+//! the server over a connection of its own; a 101 answer hands the client
+//! connection over, and bytes are copied both ways until either side closes
+//! or neither sends for `read-timeout` (lighttpd `proxy.header` `upgrade`,
+//! nginx `proxy_set_header Upgrade $http_upgrade`).
+
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::HttpResponse;
+use tessera_core::upgrade::{Tunnel, Upgrade};
+use tessera_core::upstream::Address;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The largest response head read from the server, bytes.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// A connection to a server, TCP or Unix.
+pub(super) enum Stream {
+    Tcp(actix_rt::net::TcpStream),
+    Unix(actix_rt::net::UnixStream),
+}
+
+pub(super) async fn connect(
+    address: &Address,
+    tcp: Option<std::net::SocketAddr>,
+) -> std::io::Result<Stream> {
+    Ok(match (address, tcp) {
+        (_, Some(a)) => Stream::Tcp(actix_rt::net::TcpStream::connect(a).await?),
+        (Address::Unix(p), None) => Stream::Unix(actix_rt::net::UnixStream::connect(p).await?),
+        (Address::Tcp(a), None) => {
+            Stream::Tcp(actix_rt::net::TcpStream::connect(a.as_str()).await?)
+        }
+    })
+}
+
+/// Sends the upgrade request and reads the answer head. A 101 becomes a
+/// response carrying the [`Upgrade`] that runs the tunnel; another status is
+/// passed on with its header fields (its body, if any, is not).
+pub(super) async fn upgrade(
+    mut up: Stream,
+    head: Vec<u8>,
+    idle: Duration,
+) -> std::io::Result<HttpResponse> {
+    match &mut up {
+        Stream::Tcp(s) => s.write_all(&head).await?,
+        Stream::Unix(s) => s.write_all(&head).await?,
+    }
+    let mut buf = BytesMut::with_capacity(4096);
+    let (status, headers, len) = loop {
+        let n = match &mut up {
+            Stream::Tcp(s) => s.read_buf(&mut buf).await?,
+            Stream::Unix(s) => s.read_buf(&mut buf).await?,
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let mut slots = [httparse::EMPTY_HEADER; 64];
+        let mut res = httparse::Response::new(&mut slots);
+        match res.parse(&buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let mut h = HeaderMap::new();
+                for f in res.headers.iter() {
+                    if let (Ok(k), Ok(v)) = (
+                        HeaderName::from_bytes(f.name.as_bytes()),
+                        HeaderValue::from_bytes(f.value),
+                    ) {
+                        h.append(k, v);
+                    }
+                }
+                break (res.code.unwrap_or(502), h, len);
+            }
+            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
+            _ => return Err(std::io::ErrorKind::InvalidData.into()),
+        }
+    };
+    buf.advance(len);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut out = HttpResponse::build(status);
+    let mut copied = HeaderMap::new();
+    super::forward::response_headers(&headers, &mut copied);
+    let mut r = out.finish();
+    for (k, v) in copied.iter() {
+        r.headers_mut().append(k.clone(), v.clone());
+    }
+    if status != StatusCode::SWITCHING_PROTOCOLS {
+        return Ok(r);
+    }
+    if let Some(v) = headers.get(header::UPGRADE) {
+        r.headers_mut().insert(header::UPGRADE, v.clone());
+    }
+    let early = buf;
+    r.extensions_mut()
+        .insert(Upgrade::new(move |client: Tunnel| async move {
+            let Tunnel { io, read } = client;
+            let _ = match up {
+                Stream::Tcp(s) => pump(io, read, s, early, idle).await,
+                Stream::Unix(s) => pump(io, read, s, early, idle).await,
+            };
+        }));
+    Ok(r)
+}
+
+/// Copies both ways until a side closes or both are idle for `idle`.
+async fn pump<U: AsyncRead + AsyncWrite + Unpin>(
+    mut client: actix_rt::net::TcpStream,
+    from_client: BytesMut,
+    mut server: U,
+    from_server: BytesMut,
+    idle: Duration,
+) -> std::io::Result<()> {
+    server.write_all(&from_client).await?;
+    client.write_all(&from_server).await?;
+    let (mut cr, mut cw) = client.split();
+    let (mut sr, mut sw) = tokio::io::split(server);
+    let mut a = vec![0u8; 16 * 1024];
+    let mut b = vec![0u8; 16 * 1024];
+    loop {
+        let deadline = tokio::time::sleep(idle);
+        tokio::select! {
+            n = cr.read(&mut a) => {
+                let n = n?;
+                if n == 0 {
+                    let _ = sw.shutdown().await;
+                    return Ok(());
+                }
+                sw.write_all(&a[..n]).await?;
+            }
+            n = sr.read(&mut b) => {
+                let n = n?;
+                if n == 0 {
+                    let _ = cw.shutdown().await;
+                    return Ok(());
+                }
+                cw.write_all(&b[..n]).await?;
+            }
+            () = deadline => return Ok(()),
+        }
+    }
+}
