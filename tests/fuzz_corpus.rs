@@ -34,6 +34,8 @@ macro_rules! replay_all {
 replay_all! {
     path: tessera_core::fuzzing::path,
     h1: tessera_core::fuzzing::h1,
+    proxy_protocol: tessera_core::fuzzing::proxy_protocol,
+    real_ip: tessera_core::fuzzing::real_ip,
     range: tessera_modules::fuzzing::range,
     expires: tessera_modules::fuzzing::expires,
     access_log_format: tessera_modules::fuzzing::access_log_format,

@@ -110,3 +110,51 @@ pub fn h1(data: &[u8]) {
         }
     }
 }
+
+/// The PROXY protocol header parser ([`crate::h1::proxy_protocol::parse`]):
+/// a header's length never exceeds the input, no shorter prefix of it
+/// completes, and the header alone parses to the same result.
+pub fn proxy_protocol(data: &[u8]) {
+    use crate::h1::proxy_protocol::{parse, Parsed};
+    let Parsed::Done { len, source } = parse(data) else {
+        return;
+    };
+    assert!(len <= data.len(), "header of {len} bytes in {}", data.len());
+    assert_eq!(parse(&data[..len]), Parsed::Done { len, source });
+    for k in [0, len / 2, len.saturating_sub(1)] {
+        assert!(
+            !matches!(parse(&data[..k]), Parsed::Done { .. }),
+            "a {k}-byte prefix of a {len}-byte header completed"
+        );
+    }
+}
+
+/// The client address from forwarding fields ([`crate::realip::client_address`]):
+/// for a trusted peer the answer is the peer or an address written in the
+/// fields; for an untrusted peer it is always the peer.
+pub fn real_ip(data: &[u8]) {
+    use crate::realip::{client_address, RealIpHeader, TrustedProxies};
+    use serde::Deserialize;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let lines: Vec<&str> = text.split('\n').collect();
+    let peer: std::net::IpAddr = "10.0.0.1".parse().expect("an address");
+    let trusted =
+        TrustedProxies::deserialize(serde_json::json!(["10.0.0.0/8"])).expect("a valid list");
+    let nobody = TrustedProxies::default();
+    for header in [RealIpHeader::XForwardedFor, RealIpHeader::Forwarded] {
+        let got = client_address(peer, &trusted, header, lines.iter().copied());
+        let written = got.to_string();
+        // an IPv4-mapped IPv6 address counts as its IPv4 address
+        let mapped = text.to_ascii_lowercase().contains(&format!(":{written}"));
+        assert!(
+            got == peer || text.contains(&written) || mapped,
+            "{got} is neither the peer nor in {text:?}"
+        );
+        assert_eq!(
+            client_address(peer, &nobody, header, lines.iter().copied()),
+            peer
+        );
+    }
+}
