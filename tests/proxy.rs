@@ -313,6 +313,11 @@ fn an_upstream_that_dies_mid_response_never_looks_complete() {
         } else {
             assert!(!text.ends_with("0\r\n\r\n"), "the chunked body was ended");
         }
+        // the access log counts the bytes really sent, not the announced length
+        let dir = s.root().parent().unwrap().to_path_buf();
+        s.stop_keep_dir();
+        let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+        assert!(log.contains(&format!("\"GET {path} HTTP/1.1\" 200 1000 ")), "{log}");
         drop(app);
     }
 }
