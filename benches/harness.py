@@ -20,6 +20,21 @@ Run it through `benches/run.sh` (which installs the tools and builds Tessera);
 - prints and writes the medians (with min-max) and each server's ratio to nginx
   as Markdown and JSON.
 
+`--proxy` runs the reverse-proxy tests instead (target/bench-proxy): one
+upstream, an nginx with 1 worker process, access log off and keep-alive,
+serves the same document root on its own port; every front server proxies
+every request to it with keep-alive to it where the server offers it (nginx
+`upstream` + `keepalive 64`, h2o `proxy.reverse.url`, Tessera's `proxy` module
+and an `[[upstream]]`; lighttpd 1.4.69's mod_proxy closes the connection after
+each request whatever its configuration). The answers are checked and
+measured through the front; CPU per request is the front's process tree only.
+The upstream's CPU per request and the connections it accepted per run (from
+its stub_status) are given beside, so that a front that opens a new
+connection for each request shows.
+
+`--tessera-b PATH` adds a server "tessera-b": a second Tessera binary with the
+same configuration as "tessera", for an A/B of two builds in one run.
+
 Only 127.0.0.1 is loaded; every tool runs with a time limit.
 """
 
@@ -49,12 +64,15 @@ MIB = 1024 * 1024
 CORES = os.cpu_count() or 1
 # "tessera-actix" is Tessera with `http1-engine = "actix"` (actix-http's engine
 # in place of Tessera's own), so that one run compares both engines.
-ALL_SERVERS = ["nginx", "lighttpd", "h2o", "tessera", "tessera-actix"]
+# "tessera-b" is a second Tessera binary (--tessera-b) beside "tessera", for an
+# A/B of two builds in one run.
+ALL_SERVERS = ["nginx", "lighttpd", "h2o", "tessera", "tessera-actix", "tessera-b"]
 
 # --------------------------------------------------------------------------
 # The test matrix. `variant` selects the server configurations: "plain" (no
 # access log), "log" (Combined Log Format, buffered), "pipeline" (the demo
-# pipeline: headers + expires + access log; nginx and Tessera only).
+# pipeline: headers + expires + access log; nginx and Tessera only), "proxy"
+# (every request proxied to one upstream nginx; run with --proxy).
 
 
 class Test:
@@ -82,13 +100,21 @@ TESTS = [
     Test("log-index-c100", "access log on (combined), wrk c=100, index.html", "wrk", "/index.html", 100, "log", quick=True),
     Test("log-random10k-c100", "access log on, 10,000 random small files", "wrk-random", None, 100, "log"),
     Test("pipeline-index-c100", "demo pipeline (headers+expires+access log), wrk c=100", "wrk", "/index.html", 100, "pipeline", quick=True),
+    Test("proxy-index-c100", "reverse proxy, wrk c=100, index.html from the upstream", "wrk", "/index.html", 100, "proxy", quick=True),
+    Test("proxy-index-c10", "reverse proxy, wrk c=10, index.html from the upstream", "wrk", "/index.html", 10, "proxy", quick=True),
 ]
 
 VARIANT_SERVERS = {
     "plain": ALL_SERVERS,
     "log": ALL_SERVERS,
-    "pipeline": ["nginx", "tessera"],
+    "pipeline": ["nginx", "tessera", "tessera-b"],
+    "proxy": ALL_SERVERS,
 }
+VARIANTS = ["plain", "log", "pipeline", "proxy"]
+
+# The upstream of the proxy runs: nginx, 1 worker process; `location` lines for
+# its server block: its connection counters for the report.
+UPSTREAM_STATUS = "/upstream-status"
 
 # --------------------------------------------------------------------------
 # Document root
@@ -121,8 +147,11 @@ def make_docroot(root, many=True):
 COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i"'
 
 
-def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_extra=""):
-    """`nofile`, `connections` and `http_extra` (lines for the http block) are for benches/resilience.py."""
+def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_extra="", workers=None,
+               upstream=None, status=False):
+    """`nofile`, `connections` and `http_extra` (lines for the http block) are for benches/resilience.py;
+    `workers` (default: cores) and `status` (stub_status at UPSTREAM_STATUS) for the upstream of the
+    proxy runs; `upstream` is the upstream's port (variant "proxy")."""
     log = "access_log off;"
     extra = ""
     if variant in ("log", "pipeline"):
@@ -147,10 +176,24 @@ def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_ext
             add_header X-Frame-Options SAMEORIGIN always;
             expires 30d;
         }"""
+    elif variant == "proxy":
+        extra = f"""
+    upstream u {{
+        server 127.0.0.1:{upstream};
+        keepalive 64;
+    }}"""
+        loc = """
+        location / {
+            proxy_pass http://u;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }"""
     else:
         loc = "location / { }"
+    if status:
+        loc += f"\n        location = {UPSTREAM_STATUS} {{ stub_status; }}"
     return f"""
-worker_processes {CORES};
+worker_processes {workers or CORES};
 worker_rlimit_nofile {nofile};
 daemon off;
 pid {w}/nginx.pid;
@@ -186,10 +229,19 @@ http {{
 """
 
 
-def lighttpd_conf(w, port, root, variant):
-    mods = ["mod_accesslog"] if variant != "plain" else []
+def lighttpd_conf(w, port, root, variant, upstream=None):
+    """`upstream`: the upstream's port (variant "proxy")."""
+    mods = ["mod_accesslog"] if variant in ("log", "pipeline") else []
     log = ""
-    if variant != "plain":
+    if variant == "proxy":
+        # mod_proxy sends HTTP/1.1 unless "force-http10", but lighttpd 1.4.69
+        # sends `Connection: close` with every request and has no option to
+        # keep a connection to the back end: one connection per request (the
+        # upstream table of the report shows it).
+        mods = ["mod_proxy"]
+        log = (f'proxy.server = ( "" => (( "host" => "127.0.0.1", "port" => {upstream} )) )\n'
+               'proxy.header = ( "force-http10" => "disable" )\n')
+    if variant in ("log", "pipeline"):
         log = f'accesslog.filename = "{w}/access.log"\naccesslog.format = "{COMBINED.replace(chr(34), chr(92) + chr(34))}"\n'
     return f"""
 server.document-root = "{root}"
@@ -211,9 +263,13 @@ mimetype.assign = (".html" => "text/html", ".png" => "image/png", ".test" => "ap
 {log}"""
 
 
-def h2o_conf(w, port, root, variant):
+def h2o_conf(w, port, root, variant, upstream=None):
+    """`upstream`: the upstream's port (variant "proxy"; keep-alive to it is h2o's default)."""
     log = ""
-    if variant != "plain":
+    handler = f"file.dir: {root}"
+    if variant == "proxy":
+        handler = f"proxy.reverse.url: http://127.0.0.1:{upstream}/"
+    if variant in ("log", "pipeline"):
         log = f'access-log:\n  path: {w}/access.log\n  format: \'{COMBINED.replace("%>s", "%s")}\'\n'
     return f"""user: root
 num-threads: {CORES}
@@ -228,7 +284,7 @@ listen:
   default:
     paths:
       /:
-        file.dir: {root}
+        {handler}
 """
 
 
@@ -237,9 +293,36 @@ listen:
 TESSERA_STATIC = "open-file-cache-valid = 1000"
 
 
-def tessera_conf(w, port, root, variant, connections=16384, server_extra="", vhost_extra="", modules=None):
+def tessera_conf(w, port, root, variant, connections=16384, server_extra="", vhost_extra="", modules=None,
+                 upstream=None):
     """The keyword arguments are for benches/resilience.py: `server_extra` and
-    `vhost_extra` are TOML lines for [server] and after [vhost.static-file]."""
+    `vhost_extra` are TOML lines for [server] and after [vhost.static-file];
+    `upstream` is the upstream's port (variant "proxy")."""
+    if variant == "proxy":
+        return f"""[server]
+listen = ["127.0.0.1:{port}"]
+workers = {CORES}
+keep-alive = 65
+max-connections = {connections}
+shutdown-timeout = 1
+log-level = "warn"
+{server_extra}
+
+[[upstream]]
+name = "u"
+servers = ["127.0.0.1:{upstream}"]
+keepalive-timeout = 60
+max-connections = 256
+
+[[vhost]]
+server-names = ["127.0.0.1", "localhost"]
+default = true
+document-root = "{root}"
+modules = ["proxy"]
+
+[vhost.proxy]
+upstream = "u"
+"""
     modules = modules or {
         "plain": '["static-file"]',
         "log": '["access-log", "static-file"]',
@@ -265,7 +348,7 @@ index-files = ["index.html"]
 {TESSERA_STATIC}
 {vhost_extra}
 """
-    if variant != "plain":
+    if variant in ("log", "pipeline"):
         conf += f'\n[vhost.access-log]\npath = "{w}/access.log"\nformat = "combined"\n'
     if variant == "pipeline":
         conf += """
@@ -286,6 +369,7 @@ def server_cmd(name, conf, tessera_bin):
         "h2o": ["h2o", "-c", conf],
         "tessera": [tessera_bin, "-c", conf],
         "tessera-actix": [tessera_bin, "-c", conf],
+        "tessera-b": [tessera_bin, "-c", conf],
     }[name]
 
 
@@ -296,7 +380,7 @@ def tessera_actix_conf(w, port, root, variant, **kw):
 
 
 CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf,
-                "tessera-actix": tessera_actix_conf}
+                "tessera-actix": tessera_actix_conf, "tessera-b": tessera_conf}
 
 
 def free_port():
@@ -323,6 +407,7 @@ class Server:
         self.write_conf(**(conf_args or {}))
         self.cmd = list(cmd_prefix) + server_cmd(name, self.conf, tessera_bin)
         self.proc = None
+        self.upstream = None  # the upstream Server of a proxy run
 
     def write_conf(self, **conf_args):
         """(Re)writes the configuration file atomically (a reload reads it whole)."""
@@ -412,6 +497,18 @@ class Server:
             except OSError:
                 continue
         return total
+
+
+def upstream_accepts(upstream):
+    """Connections the upstream nginx has accepted so far (its stub_status)."""
+    c = http.client.HTTPConnection("127.0.0.1", upstream.port, timeout=10)
+    try:
+        c.request("GET", UPSTREAM_STATUS)
+        body = c.getresponse().read().decode()
+    finally:
+        c.close()
+    m = re.search(r"server accepts handled requests\s+(\d+)", body)
+    return int(m.group(1)) if m else 0
 
 
 # --------------------------------------------------------------------------
@@ -568,6 +665,9 @@ def run_httperf(server, test, conns, timeout):
 def measure(server, test, args, root):
     secs = args.duration
     limit = secs + 60
+    up = server.upstream
+    if up:
+        a0, u0 = upstream_accepts(up), up.cpu_ticks()
     t0 = server.cpu_ticks()
     start = time.time()
     rss = [0]
@@ -589,6 +689,11 @@ def measure(server, test, args, root):
         r = run_httperf(server, test, args.httperf_conns, limit)
     th.join(timeout=5)
     cpu_s = (server.cpu_ticks() - t0) / HZ
+    if up:
+        # the front's connections to the upstream over the run (the status
+        # request's own connection not counted), and the upstream's CPU
+        r["upstream_conns"] = upstream_accepts(up) - a0 - 1
+        r["upstream_cpu_us_per_req"] = (up.cpu_ticks() - u0) / HZ * 1e6 / max(1, r["requests"])
     r["wall"] = time.time() - start
     r["cpu_s"] = cpu_s
     r["cpu_us_per_req"] = cpu_s * 1e6 / max(1, r["requests"])
@@ -655,6 +760,12 @@ def summarize(results, tests, servers):
                 "check": runs[0].get("check", []),
                 "rounds": vals,
             }
+            if any("upstream_conns" in r for r in ok):
+                row["servers"][s]["upstream_conns"] = statistics.median(r["upstream_conns"] for r in ok)
+                row["servers"][s]["upstream_reqs_per_conn"] = statistics.median(
+                    r["requests"] / max(1, r["upstream_conns"]) for r in ok)
+                row["servers"][s]["upstream_cpu_us_per_req"] = statistics.median(
+                    r["upstream_cpu_us_per_req"] for r in ok)
         base = row["servers"].get("nginx", {}).get("median")
         for s, v in row["servers"].items():
             if base and v.get("median") is not None:
@@ -709,6 +820,21 @@ def markdown(meta, summary, servers):
                 cpu += f" (×{v['cpu_ratio']:.2f})"
             cells.append(f"{lat} · {cpu} · {v['rss_mib']:.0f}")
         lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
+    if any("upstream_conns" in v for row in summary for v in row["servers"].values()):
+        lines += ["", "The upstream nginx (1 worker, not counted above): connections it accepted from the front during "
+                  "a run (those opened in the warm-up and kept are not counted) · requests per new connection · "
+                  "its CPU per request (µs); medians over rounds.", "",
+                  "| test | " + " | ".join(servers) + " |", "|---|" + "---|" * len(servers)]
+        for row in summary:
+            cells = []
+            for s in servers:
+                v = row["servers"].get(s)
+                if not v or "upstream_conns" not in v:
+                    cells.append("")
+                    continue
+                per = fmt_num(v["upstream_reqs_per_conn"]) if v["upstream_conns"] else "all reused"
+                cells.append(f"{v['upstream_conns']:.0f} · {per} · {v['upstream_cpu_us_per_req']:.1f} µs")
+            lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
     if meta.get("idle_rss_mib"):
         lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k} {v}" for k, v in meta["idle_rss_mib"].items()) + "."]
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + "."]
@@ -752,6 +878,10 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     ap = argparse.ArgumentParser(description="Side-by-side static-file benchmark (see benches/run.sh)")
     ap.add_argument("--tessera", required=True, help="the tessera binary (release build)")
+    ap.add_argument("--tessera-b", help="a second tessera binary, run as server \"tessera-b\" with "
+                    "tessera's configuration (A/B of two builds in one run)")
+    ap.add_argument("--proxy", action="store_true", help="the reverse-proxy tests (every server proxies "
+                    "to one upstream nginx) instead of the static-file ones; --out default target/bench-proxy")
     ap.add_argument("--quick", action="store_true", help="fewer tests, 1 round, 2 s per run")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--duration", type=int, help="seconds per run")
@@ -759,8 +889,10 @@ def main():
     ap.add_argument("--servers", help="comma-separated servers (default: every installed one)")
     ap.add_argument("--tessera-static", help="TOML lines for Tessera's [vhost.static-file] "
                     f"(default {TESSERA_STATIC!r})")
-    ap.add_argument("--out", default=os.path.join(REPO, "target", "bench"), help="directory for results.md/json")
+    ap.add_argument("--out", help="directory for results.md/json (default target/bench, with --proxy "
+                    "target/bench-proxy)")
     args = ap.parse_args()
+    args.out = args.out or os.path.join(REPO, "target", "bench-proxy" if args.proxy else "bench")
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.duration = args.duration or (2 if args.quick else 4)
     args.httperf_conns = 300 if args.quick else 1000
@@ -769,7 +901,7 @@ def main():
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    tests = [t for t in TESTS if (t.quick or not args.quick)]
+    tests = [t for t in TESTS if (t.quick or not args.quick) and (t.variant == "proxy") == args.proxy]
     if args.tests:
         want = args.tests.split(",")
         unknown = [w for w in want if w not in {t.name for t in TESTS}]
@@ -778,7 +910,9 @@ def main():
         tests = [t for t in TESTS if t.name in want]
     if hard < 20100:
         tests = [t for t in tests if t.conns < 10000] if hard < 10100 else tests
-    installed = [s for s in ALL_SERVERS if s.startswith("tessera") or shutil.which(s)]
+    installed = [s for s in ALL_SERVERS if (s.startswith("tessera") and s != "tessera-b") or shutil.which(s)]
+    if args.tessera_b:
+        installed.append("tessera-b")
     servers = args.servers.split(",") if args.servers else installed
     servers = [s for s in ALL_SERVERS if s in servers and s in installed]
 
@@ -786,7 +920,7 @@ def main():
     os.chmod(work, 0o755)
     root = os.path.join(work, "www")
     print(f"harness: document root {root}; {len(tests)} tests x {len(servers)} servers x {args.rounds} rounds of {args.duration} s", flush=True)
-    make_docroot(root)
+    make_docroot(root, many=not args.proxy)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if args.quick else "full", "rounds": args.rounds, "duration": args.duration,
@@ -796,21 +930,37 @@ def main():
             "lighttpd": version_of(["lighttpd", "-v"], r"lighttpd/([\d.]+)"),
             "h2o": version_of(["h2o", "-v"], r"h2o version ([\d.]+)"),
             "tessera": version_of([args.tessera, "--version"]),
+            "tessera-b": version_of([args.tessera_b, "--version"]) if args.tessera_b else "?",
             "wrk": version_of(["wrk", "-v"], r"wrk (\S+)"),
         },
     }
     meta["versions"] = {k: v for k, v in meta["versions"].items() if k in servers or k == "wrk"}
+    meta["binaries"] = {"tessera": args.tessera}
+    if "tessera-b" in servers:
+        meta["binaries"]["tessera-b"] = args.tessera_b
+        meta["versions"]["tessera-b"] += f" ({args.tessera_b})"
+        meta["versions"]["tessera"] += f" ({args.tessera})"
     results = {}
     shas = {}
     try:
-        for variant in ("plain", "log", "pipeline"):
+        for variant in VARIANTS:
             vtests = [t for t in tests if t.variant == variant]
             vservers = [s for s in servers if s in VARIANT_SERVERS[variant]]
             if not vtests or not vservers:
                 continue
+            upstream, conf_args = None, {}
+            if variant == "proxy":
+                upstream = Server("nginx", "plain", work, root, args.tessera, tag="upstream",
+                                  conf_args={"workers": 1, "status": True})
+                if not upstream.start():
+                    sys.exit("harness: the upstream nginx did not start")
+                conf_args = {"upstream": upstream.port}
+                print(f"harness: proxy: upstream nginx on 127.0.0.1:{upstream.port}", flush=True)
             running = []
             for s in vservers:
-                srv = Server(s, variant, work, root, args.tessera)
+                srv = Server(s, variant, work, root, args.tessera_b if s == "tessera-b" else args.tessera,
+                             conf_args=conf_args)
+                srv.upstream = upstream
                 if srv.start():
                     running.append(srv)
                 else:
@@ -846,6 +996,8 @@ def main():
                                   f"cpu {r['cpu_us_per_req']:6.1f} us/req  errors {r['errors']}  rss {r['rss_mib']:.0f} MiB", flush=True)
             for srv in running:
                 srv.stop()
+            if upstream:
+                upstream.stop()
     finally:
         for srv in STARTED:
             srv.stop()
