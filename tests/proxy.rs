@@ -317,7 +317,10 @@ fn an_upstream_that_dies_mid_response_never_looks_complete() {
         let dir = s.root().parent().unwrap().to_path_buf();
         s.stop_keep_dir();
         let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
-        assert!(log.contains(&format!("\"GET {path} HTTP/1.1\" 200 1000 ")), "{log}");
+        assert!(
+            log.contains(&format!("\"GET {path} HTTP/1.1\" 200 1000 ")),
+            "{log}"
+        );
         drop(app);
     }
 }
@@ -611,5 +614,21 @@ fn a_websocket_echo_passes_through() {
         c.read_exact(&mut echo).unwrap();
         assert_eq!(&echo[..2], &[0x81, word.len() as u8]);
         assert_eq!(&echo[2..], word.as_bytes());
+    }
+}
+
+#[test]
+fn a_kept_alive_connection_the_upstream_dropped_is_retried_once() {
+    // one server, which answers one request per connection and then drops it
+    let app = App::start("rude");
+    let s = proxy_server(&[app.addr()], "max-fails = 1", "");
+    for _ in 0..4 {
+        let r = s.get("/api/name");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "rude"),
+            "{}",
+            s.stderr()
+        );
     }
 }

@@ -9,6 +9,8 @@ serves until killed. Paths:
   /count          requests served so far (this one not included)
   /health         200, or 503 when NAME starts with "sick"
   /ws             a WebSocket (RFC 6455) that echoes text frames
+When NAME starts with "rude", a connection's second request gets no answer:
+the connection closes (a kept-alive connection the server dropped).
   /slow?s=N       answers after N seconds (a slow back end)
   /big?n=BYTES    BYTES bytes of 'x', with Content-Length
   /die            Content-Length 1000000, 1000 bytes, then the process exits
@@ -75,6 +77,11 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self):
         url = urlsplit(self.path)
         q = parse_qs(url.query)
+        served_here = getattr(self, "served_here", 0)
+        self.served_here = served_here + 1
+        if NAME.startswith("rude") and served_here >= 1:
+            self.close_connection = True
+            return
         served = COUNT[0]
         COUNT[0] += 1
         if url.path.startswith("/echo"):

@@ -254,6 +254,8 @@ impl Inner {
         let u = &self.upstream.config;
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
+        let idempotent = is_idempotent(req.method());
+        let mut stale_retried = false;
         loop {
             let Some(pick) = self.upstream.pick(client_ip, &tried) else {
                 return error_response(StatusCode::BAD_GATEWAY);
@@ -296,7 +298,22 @@ impl Inner {
                 }
                 Err(e) => {
                     let server = &self.upstream.servers[pick.index].address;
-                    let (status, retry) = classify(&e);
+                    // the client's body failed (over max-body-size, cut
+                    // short): not the server's fault
+                    if let Some(status) = body_status(&e) {
+                        tracing::info!(upstream = %self.upstream.name, %server, "proxy: {e}");
+                        return error_response(status);
+                    }
+                    // a kept-alive connection the server had closed: one more
+                    // try, not counted against the server (nginx does the
+                    // same for a cached connection)
+                    if idempotent && !has_body && !stale_retried && maybe_stale(&e) {
+                        tracing::debug!(upstream = %self.upstream.name, %server, "proxy: {e}; retrying");
+                        stale_retried = true;
+                        tried.pop();
+                        continue;
+                    }
+                    let (status, retry) = classify(&e, idempotent);
                     tracing::error!(
                         upstream = %self.upstream.name,
                         %server,
@@ -304,16 +321,9 @@ impl Inner {
                         req.method(),
                         req.uri()
                     );
-                    if status != StatusCode::BAD_REQUEST {
-                        pick.failed();
-                    }
+                    pick.failed();
                     if retry && !has_body {
                         continue;
-                    }
-                    if matches!(e, awc::error::SendRequestError::Body(_)) {
-                        if let Some(r) = body_status(&e) {
-                            return error_response(r);
-                        }
                     }
                     return error_response(status);
                 }
@@ -449,17 +459,37 @@ fn unix_connector(
     )
 }
 
-/// The status for a failed send, and whether another server may be tried
-/// (nothing reached the server).
-fn classify(e: &awc::error::SendRequestError) -> (StatusCode, bool) {
+/// The status for a failed send, and whether another server may be tried:
+/// nothing reached the server, or the server closed the connection without
+/// an answer to an idempotent request (RFC 9110 §9.2.2).
+fn classify(e: &awc::error::SendRequestError, idempotent: bool) -> (StatusCode, bool) {
     use awc::error::{ConnectError, SendRequestError as E};
     match e {
         E::Connect(ConnectError::Timeout) => (StatusCode::GATEWAY_TIMEOUT, true),
+        E::Connect(ConnectError::Disconnected) => (StatusCode::BAD_GATEWAY, idempotent),
         E::Connect(_) => (StatusCode::BAD_GATEWAY, true),
         E::Timeout => (StatusCode::GATEWAY_TIMEOUT, false),
-        E::Body(_) => (StatusCode::BAD_GATEWAY, false),
         _ => (StatusCode::BAD_GATEWAY, false),
     }
+}
+
+/// An error a kept-alive connection the server closed meanwhile gives: the
+/// request was written, no answer came.
+fn maybe_stale(e: &awc::error::SendRequestError) -> bool {
+    use awc::error::{ConnectError, SendRequestError as E};
+    matches!(
+        e,
+        E::Connect(ConnectError::Disconnected) | E::Send(_) | E::Response(_)
+    )
+}
+
+/// GET, HEAD, OPTIONS, TRACE, PUT, DELETE (RFC 9110 §9.2.2).
+fn is_idempotent(m: &tessera_core::actix_web::http::Method) -> bool {
+    use tessera_core::actix_web::http::Method;
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
 }
 
 /// A request body that failed on the client's side: 413 over max-body-size,
