@@ -312,6 +312,7 @@ log-level = "warn"
 name = "u"
 servers = ["127.0.0.1:{upstream}"]
 keepalive-timeout = 60
+keepalive = 64
 max-connections = 256
 
 [[vhost]]

@@ -279,6 +279,13 @@ fn with_one_of_two_upstreams_down_every_request_succeeds() {
         prom.contains("tessera_upstream_failures_total{upstream=\"app\""),
         "{prom}"
     );
+    // the kept-alive connection to the live server waits idle in the pool
+    assert!(
+        text.lines().any(|l| l.contains(&app.addr())
+            && l.contains("connections-open=1")
+            && l.contains("connections-idle=1")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -67,10 +67,14 @@ pub struct UpstreamConfig {
     /// `proxy_send_timeout`).
     #[serde(default = "sixty")]
     pub send_timeout: u64,
-    /// Seconds an idle kept-alive connection to a server is kept per worker.
-    /// Default 15; 0 closes connections after each request.
-    #[serde(default = "fifteen")]
+    /// Seconds an idle kept-alive connection to a server is kept. Default 60
+    /// (nginx `keepalive_timeout` in an upstream).
+    #[serde(default = "sixty")]
     pub keepalive_timeout: u64,
+    /// Idle kept-alive connections kept per worker and server; 0 closes each
+    /// connection after its request. Default 32 (nginx `keepalive`).
+    #[serde(default = "thirty_two")]
+    pub keepalive: usize,
     /// Connections per worker to each server of this upstream, busy and
     /// idle. Default 100.
     #[serde(default = "hundred")]
@@ -97,8 +101,8 @@ fn five() -> u64 {
 fn ten() -> u64 {
     10
 }
-fn fifteen() -> u64 {
-    15
+fn thirty_two() -> usize {
+    32
 }
 fn sixty() -> u64 {
     60
@@ -139,6 +143,11 @@ pub struct Server {
     pub requests: AtomicU64,
     /// Requests that failed at it (connect, timeout, broken response).
     pub failures: AtomicU64,
+    /// Connections open to it, busy and idle, all workers (kept by the
+    /// module that speaks its protocol).
+    pub open_connections: AtomicUsize,
+    /// Of those, idle ones waiting in the workers' pools.
+    pub idle_connections: AtomicUsize,
 }
 
 impl Server {
@@ -400,6 +409,8 @@ impl Upstreams {
                     in_flight: AtomicUsize::new(0),
                     requests: AtomicU64::new(0),
                     failures: AtomicU64::new(0),
+                    open_connections: AtomicUsize::new(0),
+                    idle_connections: AtomicUsize::new(0),
                 });
             }
             let u = Arc::new(Upstream {
@@ -464,7 +475,8 @@ mod tests {
             connect_timeout: 5,
             read_timeout: 60,
             send_timeout: 60,
-            keepalive_timeout: 15,
+            keepalive_timeout: 60,
+            keepalive: 32,
             max_connections: 100,
             health_check: None,
             health_interval: 5,

@@ -16,7 +16,8 @@
 //! `client-header-timeout` or `send-timeout`, uptime in seconds,
 //! configuration generation (1 + successful reloads), access-log lines
 //! written and dropped per file, and per upstream server: requests,
-//! failures, up or down (passive health), requests in flight.
+//! failures, up or down (passive and active health), requests in flight,
+//! connections open and idle.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -127,13 +128,15 @@ pub fn render(
                 for s in &u.servers {
                     let _ = writeln!(
                         out,
-                        "upstream {} server {}: state={} requests={} failures={} in-flight={}",
+                        "upstream {} server {}: state={} requests={} failures={} in-flight={} connections-open={} connections-idle={}",
                         u.name,
                         s.address,
                         if s.is_up() { "up" } else { "down" },
                         s.requests.load(Ordering::Relaxed),
                         s.failures.load(Ordering::Relaxed),
-                        s.in_flight()
+                        s.in_flight(),
+                        s.open_connections.load(Ordering::Relaxed),
+                        s.idle_connections.load(Ordering::Relaxed)
                     );
                 }
             }
@@ -221,7 +224,7 @@ pub fn render(
                     label(&p.display().to_string())
                 );
             }
-            let metrics: [(&str, &str, &str); 4] = [
+            let metrics: [(&str, &str, &str); 6] = [
                 (
                     "tessera_upstream_requests_total",
                     "counter",
@@ -235,12 +238,22 @@ pub fn render(
                 (
                     "tessera_upstream_up",
                     "gauge",
-                    "1 when the upstream server is up, 0 while passive health holds it down.",
+                    "1 when the upstream server is up, 0 while passive or active health holds it down.",
                 ),
                 (
                     "tessera_upstream_in_flight",
                     "gauge",
                     "Requests in flight to an upstream server.",
+                ),
+                (
+                    "tessera_upstream_connections_open",
+                    "gauge",
+                    "Connections open to an upstream server, busy and idle.",
+                ),
+                (
+                    "tessera_upstream_connections_idle",
+                    "gauge",
+                    "Idle kept-alive connections to an upstream server.",
                 ),
             ];
             if !upstreams.is_empty() {
@@ -256,6 +269,12 @@ pub fn render(
                                     s.failures.load(Ordering::Relaxed)
                                 }
                                 "tessera_upstream_up" => u64::from(s.is_up()),
+                                "tessera_upstream_connections_open" => {
+                                    s.open_connections.load(Ordering::Relaxed) as u64
+                                }
+                                "tessera_upstream_connections_idle" => {
+                                    s.idle_connections.load(Ordering::Relaxed) as u64
+                                }
                                 _ => s.in_flight() as u64,
                             };
                             let _ = writeln!(

@@ -15,7 +15,7 @@
 //!
 //! An asynchronous content handler: the request goes to a server of the
 //! upstream chosen by its `balance`, over a per-worker pool of kept-alive
-//! HTTP/1.1 connections (awc). Request and response bodies stream both ways
+//! HTTP/1.1 connections ([`client`]). Request and response bodies stream both ways
 //! with backpressure; neither is buffered whole.
 //!
 //! # The request to the upstream
@@ -35,25 +35,22 @@
 //! mid-body makes the client's connection close without a proper end, so the
 //! response never looks complete.
 
+mod client;
 mod forward;
 mod tunnel;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_core::Stream;
 use serde::Deserialize;
 use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderValue};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
+use tessera_core::request_body::BodyError;
 use tessera_core::response::error_response;
 use tessera_core::upstream::{Address, Upstream};
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
@@ -97,7 +94,9 @@ struct Inner {
     map_path: Vec<(String, String)>,
     host: HostMode,
     forwarded: ForwardedMode,
-    /// Identifies this instance's per-worker client.
+    /// Timeouts and pool sizes of the upstream.
+    limits: client::Limits,
+    /// Identifies this instance's per-worker pools.
     id: usize,
 }
 
@@ -154,6 +153,15 @@ impl ModuleDecl for Proxy {
             HeaderValue::from_str(h).map_err(|_| format!("host: \"{h}\" is not a valid Host"))?;
         }
         static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let c = &upstream.config;
+        let limits = client::Limits {
+            connect: Duration::from_secs(c.connect_timeout),
+            read: Duration::from_secs(c.read_timeout),
+            send: Duration::from_secs(c.send_timeout),
+            keepalive: c.keepalive,
+            keepalive_timeout: Duration::from_secs(c.keepalive_timeout),
+            max_connections: c.max_connections.max(1),
+        };
         Ok(Proxy {
             inner: Some(Inner {
                 upstream,
@@ -161,44 +169,14 @@ impl ModuleDecl for Proxy {
                 map_path,
                 host: cfg.host,
                 forwarded: cfg.forwarded,
+                limits,
                 id: NEXT.fetch_add(1, Ordering::Relaxed),
             }),
         })
     }
 }
 
-thread_local! {
-    /// The worker's HTTP client of each proxy instance and server: its own
-    /// pool of kept-alive connections (awc's `Client` is not `Send`).
-    static CLIENTS: RefCell<HashMap<(usize, usize), awc::Client>> = RefCell::new(HashMap::new());
-}
-
 impl Inner {
-    fn client(&self, server: usize) -> awc::Client {
-        CLIENTS.with(|c| {
-            c.borrow_mut()
-                .entry((self.id, server))
-                .or_insert_with(|| {
-                    let u = &self.upstream.config;
-                    let connector = awc::Connector::new()
-                        .timeout(Duration::from_secs(u.connect_timeout))
-                        .limit(u.max_connections)
-                        .conn_keep_alive(Duration::from_secs(u.keepalive_timeout.max(1)));
-                    let builder = awc::Client::builder()
-                        .no_default_headers()
-                        .disable_redirects()
-                        .timeout(Duration::from_secs(u.read_timeout));
-                    match &self.upstream.servers[server].address {
-                        Address::Unix(path) => builder
-                            .connector(connector.connector(unix_connector(path.clone())))
-                            .finish(),
-                        Address::Tcp(_) => builder.connector(connector).finish(),
-                    }
-                })
-                .clone()
-        })
-    }
-
     /// The path sent upstream: `path` with its longest mapped prefix replaced.
     fn map<'p>(&self, path: &'p str) -> std::borrow::Cow<'p, str> {
         for (from, to) in &self.map_path {
@@ -251,8 +229,13 @@ impl Inner {
                 return self.upgrade(req, &target, headers, up.clone()).await;
             }
         }
-        let u = &self.upstream.config;
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
+        let length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let head_only = req.method() == tessera_core::actix_web::http::Method::HEAD;
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
         let idempotent = is_idempotent(req.method());
         let mut stale_retried = false;
@@ -261,74 +244,91 @@ impl Inner {
                 return error_response(StatusCode::BAD_GATEWAY);
             };
             tried.push(pick.index);
-            let client = self.client(pick.index);
-            let mut creq = match self.addrs[pick.index] {
-                Some(addr) => client
-                    .request(req.method().clone(), format!("http://{addr}{target}"))
-                    .address(addr),
-                // the connector ignores the authority
-                None => client.request(req.method().clone(), format!("http://localhost{target}")),
-            }
-            .timeout(Duration::from_secs(u.read_timeout));
-            *creq.headers_mut() = headers.clone();
-            if let HostMode::Upstream = self.host {
-                if let Ok(v) = HeaderValue::from_str(&self.upstream_host(pick.index)) {
-                    creq.headers_mut().insert(header::HOST, v);
-                }
-            }
-            let sent = match body.take() {
-                Some(b) => {
-                    let len = req
-                        .headers()
-                        .get(header::CONTENT_LENGTH)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse::<u64>().ok());
-                    let stream = SendTimed::new(b, Duration::from_secs(u.send_timeout));
-                    match len {
-                        Some(n) => creq.send_body(awc::body::SizedStream::new(n, stream)).await,
-                        None => creq.send_stream(stream).await,
-                    }
-                }
-                None => creq.send().await,
-            };
-            match sent {
+            let head = self.request_head(req.method().as_str(), &target, &headers, pick.index);
+            let pool = client::pool(self.id, &self.upstream, pick.index, self.limits);
+            let server = &self.upstream.servers[pick.index].address;
+            let sent = client::exchange(
+                &pool,
+                server,
+                self.addrs[pick.index],
+                &head,
+                body.take().map(|b| (b, length)),
+                head_only,
+            )
+            .await;
+            let failure = match sent {
                 Ok(res) => {
                     pick.succeeded();
-                    return self.respond(res);
+                    return respond(res);
                 }
-                Err(e) => {
-                    let server = &self.upstream.servers[pick.index].address;
-                    // the client's body failed (over max-body-size, cut
-                    // short): not the server's fault
-                    if let Some(status) = body_status(&e) {
-                        tracing::info!(upstream = %self.upstream.name, %server, "proxy: {e}");
-                        return error_response(status);
-                    }
-                    // a kept-alive connection the server had closed: one more
-                    // try, not counted against the server (nginx does the
-                    // same for a cached connection)
-                    if idempotent && !has_body && !stale_retried && maybe_stale(&e) {
-                        tracing::debug!(upstream = %self.upstream.name, %server, "proxy: {e}; retrying");
-                        stale_retried = true;
-                        tried.pop();
-                        continue;
-                    }
-                    let (status, retry) = classify(&e, idempotent);
-                    tracing::error!(
-                        upstream = %self.upstream.name,
-                        %server,
-                        "proxy: {e} ({} {})",
-                        req.method(),
-                        req.uri()
-                    );
-                    pick.failed();
-                    if retry && !has_body {
-                        continue;
-                    }
-                    return error_response(status);
-                }
+                Err(f) => f,
+            };
+            // the client's body failed (over max-body-size, cut short): not
+            // the server's fault
+            if let client::Failure::Body(e) = &failure {
+                tracing::info!(upstream = %self.upstream.name, %server, "proxy: {e}");
+                return error_response(match e {
+                    BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                    BodyError::Incomplete(_) => StatusCode::BAD_REQUEST,
+                });
             }
+            // a kept-alive connection the server had closed: one more try,
+            // not counted against the server (nginx does the same for a
+            // cached connection)
+            if matches!(failure, client::Failure::Stale)
+                && idempotent
+                && !has_body
+                && !stale_retried
+            {
+                tracing::debug!(upstream = %self.upstream.name, %server, "proxy: {failure}; retrying");
+                stale_retried = true;
+                tried.pop();
+                continue;
+            }
+            let (status, retry) = classify(&failure, idempotent);
+            tracing::error!(
+                upstream = %self.upstream.name,
+                %server,
+                "proxy: {failure} ({} {})",
+                req.method(),
+                req.uri()
+            );
+            pick.failed();
+            if retry && !has_body {
+                continue;
+            }
+            return error_response(status);
         }
+    }
+
+    /// The request head for server `i`: request line, the end-to-end fields
+    /// with Host (the server's for `host = "upstream"`), and the blank line
+    /// (framing fields are added by the client).
+    fn request_head(&self, method: &str, target: &str, headers: &HeaderMap, i: usize) -> Vec<u8> {
+        let mut head = Vec::with_capacity(256 + target.len());
+        head.extend_from_slice(method.as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(target.as_bytes());
+        head.extend_from_slice(b" HTTP/1.1\r\n");
+        for (k, v) in headers.iter() {
+            if *k == header::HOST && self.host == HostMode::Upstream {
+                continue;
+            }
+            head.extend_from_slice(k.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(v.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        if self.host == HostMode::Upstream {
+            head.extend_from_slice(b"host: ");
+            head.extend_from_slice(self.upstream_host(i).as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        if self.limits.keepalive == 0 {
+            head.extend_from_slice(b"connection: close\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        head
     }
 
     /// An `Upgrade` request (WebSocket): its own connection to a server, and
@@ -407,80 +407,42 @@ impl Inner {
             Address::Unix(_) => "localhost".into(),
         }
     }
+}
 
-    fn respond<S>(&self, res: awc::ClientResponse<S>) -> HttpResponse
-    where
-        S: Stream<Item = Result<Bytes, awc::error::PayloadError>> + Unpin + 'static,
-    {
-        let mut out = HttpResponse::build(res.status());
-        let mut headers = HeaderMap::new();
-        forward::response_headers(res.headers(), &mut headers);
-        let read_timeout = Duration::from_secs(self.upstream.config.read_timeout);
-        let known = res
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let upstream = self.upstream.name.clone();
-        let body = ReadTimed::new(res, read_timeout, upstream);
-        let mut r = match known {
-            Some(n) if n > 0 => out.body(tessera_core::actix_web::body::SizedStream::new(n, body)),
-            Some(_) => out.finish(),
-            None => out.streaming(body),
-        };
-        for (k, v) in headers.iter() {
-            r.headers_mut().append(k.clone(), v.clone());
+/// The client's response from the server's: status, end-to-end fields,
+/// and the body streaming with its length when known.
+fn respond(res: client::Response) -> HttpResponse {
+    let mut r = match res.length {
+        Some(n) if n > 0 => HttpResponse::build(res.status)
+            .body(tessera_core::actix_web::body::SizedStream::new(n, res.body)),
+        // HEAD, 204, 304, or an empty body: the fields say what a GET would get
+        Some(_) => HttpResponse::build(res.status).finish(),
+        None if res.status == StatusCode::NO_CONTENT || res.status == StatusCode::NOT_MODIFIED => {
+            HttpResponse::build(res.status).finish()
         }
-        r
+        None => HttpResponse::build(res.status).streaming(res.body),
+    };
+    let mut copied = HeaderMap::new();
+    forward::response_headers(&res.headers, &mut copied);
+    for (k, v) in copied.iter() {
+        r.headers_mut().append(k.clone(), v.clone());
     }
+    r
 }
 
-/// An awc connector that reaches `path` (a Unix socket) whatever the URL.
-fn unix_connector(
-    path: std::path::PathBuf,
-) -> impl actix_service::Service<
-    actix_tls::connect::ConnectInfo<awc::http::Uri>,
-    Response = actix_tls::connect::Connection<awc::http::Uri, actix_rt::net::UnixStream>,
-    Error = actix_tls::connect::ConnectError,
-> + Clone {
-    actix_service::fn_service(
-        move |info: actix_tls::connect::ConnectInfo<awc::http::Uri>| {
-            let path = path.clone();
-            async move {
-                let io = actix_rt::net::UnixStream::connect(&path)
-                    .await
-                    .map_err(actix_tls::connect::ConnectError::Io)?;
-                Ok(actix_tls::connect::Connection::new(
-                    info.request().clone(),
-                    io,
-                ))
-            }
-        },
-    )
-}
-
-/// The status for a failed send, and whether another server may be tried:
-/// nothing reached the server, or the server closed the connection without
-/// an answer to an idempotent request (RFC 9110 §9.2.2).
-fn classify(e: &awc::error::SendRequestError, idempotent: bool) -> (StatusCode, bool) {
-    use awc::error::{ConnectError, SendRequestError as E};
-    match e {
-        E::Connect(ConnectError::Timeout) => (StatusCode::GATEWAY_TIMEOUT, true),
-        E::Connect(ConnectError::Disconnected) => (StatusCode::BAD_GATEWAY, idempotent),
-        E::Connect(_) => (StatusCode::BAD_GATEWAY, true),
-        E::Timeout => (StatusCode::GATEWAY_TIMEOUT, false),
-        _ => (StatusCode::BAD_GATEWAY, false),
+/// The status for a failed exchange, and whether another server may be
+/// tried: nothing reached the server, or (idempotent requests, RFC 9110
+/// §9.2.2) the server closed without an answer.
+fn classify(f: &client::Failure, idempotent: bool) -> (StatusCode, bool) {
+    use client::Failure as F;
+    match f {
+        F::ConnectTimeout => (StatusCode::GATEWAY_TIMEOUT, true),
+        F::Connect(_) | F::Busy => (StatusCode::BAD_GATEWAY, true),
+        F::Stale => (StatusCode::BAD_GATEWAY, idempotent),
+        F::ReadTimeout => (StatusCode::GATEWAY_TIMEOUT, false),
+        F::Send(_) | F::BadResponse(_) => (StatusCode::BAD_GATEWAY, false),
+        F::Body(_) => (StatusCode::BAD_REQUEST, false),
     }
-}
-
-/// An error a kept-alive connection the server closed meanwhile gives: the
-/// request was written, no answer came.
-fn maybe_stale(e: &awc::error::SendRequestError) -> bool {
-    use awc::error::{ConnectError, SendRequestError as E};
-    matches!(
-        e,
-        E::Connect(ConnectError::Disconnected) | E::Send(_) | E::Response(_)
-    )
 }
 
 /// GET, HEAD, OPTIONS, TRACE, PUT, DELETE (RFC 9110 §9.2.2).
@@ -492,27 +454,6 @@ fn is_idempotent(m: &tessera_core::actix_web::http::Method) -> bool {
     )
 }
 
-/// A request body that failed on the client's side: 413 over max-body-size,
-/// 400 when the client's body was incomplete.
-fn body_status(e: &awc::error::SendRequestError) -> Option<StatusCode> {
-    let awc::error::SendRequestError::Body(b) = e else {
-        return None;
-    };
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(b.as_ref());
-    while let Some(err) = src {
-        if let Some(be) = err.downcast_ref::<tessera_core::request_body::BodyError>() {
-            return Some(match be {
-                tessera_core::request_body::BodyError::TooLarge { .. } => {
-                    StatusCode::PAYLOAD_TOO_LARGE
-                }
-                tessera_core::request_body::BodyError::Incomplete(_) => StatusCode::BAD_REQUEST,
-            });
-        }
-        src = err.source();
-    }
-    None
-}
-
 impl Module for Proxy {
     fn hooks(&self) -> Hooks {
         Hooks::ASYNC
@@ -521,108 +462,5 @@ impl Module for Proxy {
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         let inner = self.inner.as_ref()?;
         Some(Box::pin(inner.forward(cx)))
-    }
-}
-
-/// The request body on its way up, cut off when a write stalls longer than
-/// `send-timeout`.
-struct SendTimed {
-    body: tessera_core::request_body::RequestBody,
-    limit: Duration,
-    sleep: Pin<Box<actix_rt::time::Sleep>>,
-}
-
-impl SendTimed {
-    fn new(body: tessera_core::request_body::RequestBody, limit: Duration) -> Self {
-        SendTimed {
-            body,
-            limit,
-            sleep: Box::pin(actix_rt::time::sleep(limit)),
-        }
-    }
-}
-
-impl Stream for SendTimed {
-    type Item = Result<Bytes, tessera_core::request_body::BodyError>;
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.body).poll_next(cx) {
-            Poll::Ready(r) => {
-                let next = actix_rt::time::Instant::now() + this.limit;
-                this.sleep.as_mut().reset(next);
-                Poll::Ready(r)
-            }
-            Poll::Pending => match this.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(
-                    tessera_core::request_body::BodyError::Incomplete(
-                        "the client stopped sending (send-timeout)".into(),
-                    ),
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
-}
-
-use std::future::Future;
-
-/// The response body on its way down: an error when the upstream stalls
-/// longer than `read-timeout` between two reads, or breaks off; the engine
-/// then closes the client's connection without ending the body.
-struct ReadTimed<S> {
-    res: awc::ClientResponse<S>,
-    limit: Duration,
-    sleep: Pin<Box<actix_rt::time::Sleep>>,
-    upstream: String,
-}
-
-impl<S> ReadTimed<S> {
-    fn new(res: awc::ClientResponse<S>, limit: Duration, upstream: String) -> Self {
-        ReadTimed {
-            res,
-            limit,
-            sleep: Box::pin(actix_rt::time::sleep(limit)),
-            upstream,
-        }
-    }
-}
-
-/// An upstream failed while its response body was being sent.
-#[derive(Debug, thiserror::Error)]
-#[error("upstream {0}: {1}")]
-pub struct UpstreamBodyError(String, String);
-
-impl<S> Stream for ReadTimed<S>
-where
-    S: Stream<Item = Result<Bytes, awc::error::PayloadError>> + Unpin,
-{
-    type Item = Result<Bytes, UpstreamBodyError>;
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.res).poll_next(cx) {
-            Poll::Ready(Some(Ok(b))) => {
-                let next = actix_rt::time::Instant::now() + this.limit;
-                this.sleep.as_mut().reset(next);
-                Poll::Ready(Some(Ok(b)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                tracing::error!(upstream = %this.upstream, "proxy: response body broke off: {e}");
-                Poll::Ready(Some(Err(UpstreamBodyError(
-                    this.upstream.clone(),
-                    e.to_string(),
-                ))))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    tracing::error!(upstream = %this.upstream, "proxy: response body timed out (read-timeout)");
-                    Poll::Ready(Some(Err(UpstreamBodyError(
-                        this.upstream.clone(),
-                        "read-timeout".into(),
-                    ))))
-                }
-                Poll::Pending => Poll::Pending,
-            },
-        }
     }
 }

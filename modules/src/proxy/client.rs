@@ -1,0 +1,633 @@
+//! The proxy's HTTP/1.1 client: one exchange on a pooled connection to one
+//! server. Per worker and server, idle connections wait in a pool (at most
+//! `keepalive`, each for at most `keepalive-timeout` seconds; nginx
+//! `keepalive` and `keepalive_timeout` in an `upstream`), and at most
+//! `max-connections` are open.
+//!
+//! Written for Tessera instead of awc, which ended a chunked body cut short as
+//! if it were complete, and can neither cap nor count idle connections:
+//! the request head is encoded straight from the header map (no URI to
+//! parse, no fields added), and the response head is parsed with httparse
+//! into the header map the client gets. The response body (Content-Length,
+//! chunked with the engine's own decoder, or delimited by the close) streams
+//! to the client and gives its connection back to the pool once complete; a
+//! body cut short is an error, never a clean end.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_core::Stream;
+use std::future::Future;
+use tessera_core::actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+use tessera_core::actix_web::http::StatusCode;
+use tessera_core::h1::chunked::Decoder;
+use tessera_core::request_body::RequestBody;
+use tessera_core::upstream::{Address, Server};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+/// The largest response head read, bytes (nginx `proxy_buffer_size` is 4
+/// or 8 KiB; lighttpd allows 64 KiB).
+const MAX_HEAD: usize = 64 * 1024;
+/// Response header fields parsed at most.
+const MAX_FIELDS: usize = 128;
+
+/// A connection to a server.
+pub(super) enum Conn {
+    Tcp(actix_rt::net::TcpStream),
+    Unix(actix_rt::net::UnixStream),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Conn::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+impl Conn {
+    /// Whether the server closed it or sent something unasked while it was
+    /// idle (then it cannot be reused): one `recv(MSG_PEEK)`.
+    fn went_bad(&self) -> bool {
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let r = match self {
+            Conn::Tcp(s) => socket2::SockRef::from(s).peek(&mut probe),
+            Conn::Unix(s) => socket2::SockRef::from(s).peek(&mut probe),
+        };
+        !matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+/// Settings of one upstream, in the units the client uses.
+#[derive(Clone, Copy)]
+pub(super) struct Limits {
+    pub connect: Duration,
+    pub read: Duration,
+    pub send: Duration,
+    pub keepalive: usize,
+    pub keepalive_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// The pool of one server in one worker.
+pub(super) struct Pool {
+    idle: RefCell<Vec<(Instant, Conn)>>,
+    open: Cell<usize>,
+    limits: Limits,
+    server: std::sync::Arc<tessera_core::upstream::Upstream>,
+    index: usize,
+}
+
+thread_local! {
+    /// Pools by (proxy instance, server index).
+    static POOLS: RefCell<HashMap<(usize, usize), Rc<Pool>>> = RefCell::new(HashMap::new());
+}
+
+/// The pool of `(instance, index)` on this worker.
+pub(super) fn pool(
+    instance: usize,
+    upstream: &std::sync::Arc<tessera_core::upstream::Upstream>,
+    index: usize,
+    limits: Limits,
+) -> Rc<Pool> {
+    POOLS.with(|p| {
+        p.borrow_mut()
+            .entry((instance, index))
+            .or_insert_with(|| {
+                Rc::new(Pool {
+                    idle: RefCell::new(Vec::new()),
+                    open: Cell::new(0),
+                    limits,
+                    server: upstream.clone(),
+                    index,
+                })
+            })
+            .clone()
+    })
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// Refused or unreachable: nothing was sent (retry elsewhere).
+    Connect(std::io::Error),
+    /// `connect-timeout` passed: nothing was sent.
+    ConnectTimeout,
+    /// `max-connections` are open to this server on this worker.
+    Busy,
+    /// The server closed a reused connection before answering: it may
+    /// have been closed while idle (one more try).
+    Stale,
+    /// Writing the request failed or stalled.
+    Send(std::io::Error),
+    /// No response head within `read-timeout`.
+    ReadTimeout,
+    /// The response head is malformed, too large, or cut short.
+    BadResponse(&'static str),
+    /// The client's body failed (over max-body-size, cut short).
+    Body(tessera_core::request_body::BodyError),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Connect(e) => write!(f, "connect: {e}"),
+            Failure::ConnectTimeout => f.write_str("connect: timed out (connect-timeout)"),
+            Failure::Busy => f.write_str("max-connections reached"),
+            Failure::Stale => f.write_str("the server closed a kept-alive connection"),
+            Failure::Send(e) => write!(f, "sending the request: {e}"),
+            Failure::ReadTimeout => f.write_str("no response (read-timeout)"),
+            Failure::BadResponse(why) => write!(f, "bad response: {why}"),
+            Failure::Body(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// A pooled connection checked out for one exchange.
+struct Lease {
+    conn: Conn,
+    pool: Rc<Pool>,
+    reused: bool,
+}
+
+impl Pool {
+    fn server(&self) -> &Server {
+        &self.server.servers[self.index]
+    }
+
+    async fn lease(
+        self: &Rc<Self>,
+        address: &Address,
+        tcp: Option<std::net::SocketAddr>,
+    ) -> Result<Lease, Failure> {
+        loop {
+            let popped = self.idle.borrow_mut().pop();
+            let Some((since, conn)) = popped else {
+                break;
+            };
+            self.server()
+                .idle_connections
+                .fetch_sub(1, Ordering::Relaxed);
+            if since.elapsed() < self.limits.keepalive_timeout && !conn.went_bad() {
+                return Ok(Lease {
+                    conn,
+                    pool: self.clone(),
+                    reused: true,
+                });
+            }
+            self.closed();
+        }
+        if self.open.get() >= self.limits.max_connections {
+            return Err(Failure::Busy);
+        }
+        let connect = async {
+            Ok::<_, std::io::Error>(match (address, tcp) {
+                (_, Some(a)) => {
+                    let s = actix_rt::net::TcpStream::connect(a).await?;
+                    let _ = s.set_nodelay(true);
+                    Conn::Tcp(s)
+                }
+                (Address::Unix(p), None) => {
+                    Conn::Unix(actix_rt::net::UnixStream::connect(p).await?)
+                }
+                (Address::Tcp(a), None) => {
+                    Conn::Tcp(actix_rt::net::TcpStream::connect(a.as_str()).await?)
+                }
+            })
+        };
+        let conn = match tokio::time::timeout(self.limits.connect, connect).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(Failure::Connect(e)),
+            Err(_) => return Err(Failure::ConnectTimeout),
+        };
+        self.open.set(self.open.get() + 1);
+        self.server()
+            .open_connections
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(Lease {
+            conn,
+            pool: self.clone(),
+            reused: false,
+        })
+    }
+
+    fn give_back(&self, conn: Conn) {
+        let mut idle = self.idle.borrow_mut();
+        if idle.len() >= self.limits.keepalive {
+            drop(idle);
+            self.closed();
+            return;
+        }
+        idle.push((Instant::now(), conn));
+        self.server()
+            .idle_connections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn closed(&self) {
+        self.open.set(self.open.get().saturating_sub(1));
+        self.server()
+            .open_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How the response body is framed (RFC 9112 §6.3).
+enum Framing {
+    None,
+    Length(u64),
+    Chunked(Box<Decoder>),
+    Close,
+}
+
+/// The response: status, header fields, and the body stream.
+pub(super) struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// The announced length (Content-Length), when there is one.
+    pub length: Option<u64>,
+    pub body: Body,
+}
+
+/// One exchange: `head` (the request head, encoded) and the body, on a
+/// connection of `pool`. `head_only`: the request was HEAD (the response has
+/// no body whatever its fields say).
+pub(super) async fn exchange(
+    pool: &Rc<Pool>,
+    address: &Address,
+    tcp: Option<std::net::SocketAddr>,
+    head: &[u8],
+    body: Option<(RequestBody, Option<u64>)>,
+    head_only: bool,
+) -> Result<Response, Failure> {
+    let limits = pool.limits;
+    let mut lease = pool.lease(address, tcp).await?;
+    let reused = lease.reused;
+    // a write to a connection the server closed may still succeed; its
+    // failure shows when the answer does not come
+    let sent = send_request(&mut lease.conn, head, body, limits.send).await;
+    if let Err(e) = sent {
+        lease.pool.closed();
+        return Err(match e {
+            Failure::Send(_) if reused => Failure::Stale,
+            e => e,
+        });
+    }
+    let mut buf = BytesMut::with_capacity(4096);
+    let parsed = tokio::time::timeout(limits.read, read_head(&mut lease.conn, &mut buf)).await;
+    let (status, headers, consumed) = match parsed {
+        Ok(Ok(h)) => h,
+        Ok(Err(Failure::BadResponse(why))) if reused && buf.is_empty() => {
+            let _ = why;
+            lease.pool.closed();
+            return Err(Failure::Stale);
+        }
+        Ok(Err(e)) => {
+            lease.pool.closed();
+            return Err(e);
+        }
+        Err(_) => {
+            lease.pool.closed();
+            return Err(Failure::ReadTimeout);
+        }
+    };
+    buf.advance(consumed);
+    let length = headers
+        .get(tessera_core::actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let chunked = headers
+        .get_all(tessera_core::actix_web::http::header::TRANSFER_ENCODING)
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"chunked"));
+    let close = headers
+        .get_all(tessera_core::actix_web::http::header::CONNECTION)
+        .any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+        });
+    let framing = if head_only
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        Framing::None
+    } else if chunked {
+        Framing::Chunked(Box::new(Decoder::new(u64::MAX)))
+    } else if let Some(n) = length {
+        if n == 0 {
+            Framing::None
+        } else {
+            Framing::Length(n)
+        }
+    } else {
+        Framing::Close
+    };
+    let keep = !close && !matches!(framing, Framing::Close) && limits.keepalive > 0;
+    let mut body = Body {
+        conn: Some(lease),
+        buf,
+        framing,
+        keep,
+        read: limits.read,
+        sleep: None,
+    };
+    if matches!(body.framing, Framing::None) {
+        body.finish();
+    }
+    Ok(Response {
+        status,
+        headers,
+        length: if chunked { None } else { length },
+        body,
+    })
+}
+
+async fn send_request(
+    conn: &mut Conn,
+    head: &[u8],
+    body: Option<(RequestBody, Option<u64>)>,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let Some((mut body, length)) = body else {
+        return write(conn, head, limit).await;
+    };
+    let mut first = BytesMut::with_capacity(head.len() + 64);
+    first.put_slice(&head[..head.len() - 2]);
+    match length {
+        Some(n) => {
+            first.put_slice(b"content-length: ");
+            first.put_slice(n.to_string().as_bytes());
+            first.put_slice(b"\r\n\r\n");
+        }
+        None => first.put_slice(b"transfer-encoding: chunked\r\n\r\n"),
+    }
+    write(conn, &first, limit).await?;
+    loop {
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_next(cx));
+        let next = match tokio::time::timeout(limit, next).await {
+            Ok(n) => n,
+            Err(_) => {
+                return Err(Failure::Body(
+                    tessera_core::request_body::BodyError::Incomplete(
+                        "the client stopped sending (send-timeout)".into(),
+                    ),
+                ))
+            }
+        };
+        match next {
+            Some(Ok(chunk)) if chunk.is_empty() => {}
+            Some(Ok(chunk)) => {
+                if length.is_none() {
+                    write(conn, format!("{:x}\r\n", chunk.len()).as_bytes(), limit).await?;
+                    write(conn, &chunk, limit).await?;
+                    write(conn, b"\r\n", limit).await?;
+                } else {
+                    write(conn, &chunk, limit).await?;
+                }
+            }
+            Some(Err(e)) => return Err(Failure::Body(e)),
+            None => break,
+        }
+    }
+    if length.is_none() {
+        write(conn, b"0\r\n\r\n", limit).await?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` whole; a write that stalls longer than `limit` fails.
+async fn write(conn: &mut Conn, bytes: &[u8], limit: Duration) -> Result<(), Failure> {
+    match tokio::time::timeout(limit, conn.write_all(bytes)).await {
+        Ok(r) => r.map_err(Failure::Send),
+        Err(_) => Err(Failure::Send(std::io::ErrorKind::TimedOut.into())),
+    }
+}
+
+/// Reads until a final (non-1xx, or 101) response head parses.
+async fn read_head(
+    conn: &mut Conn,
+    buf: &mut BytesMut,
+) -> Result<(StatusCode, HeaderMap, usize), Failure> {
+    use tokio::io::AsyncReadExt;
+    loop {
+        if !buf.is_empty() {
+            let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
+            let mut res = httparse::Response::new(&mut slots);
+            match res.parse(buf) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let code = res.code.unwrap_or(0);
+                    let status = StatusCode::from_u16(code)
+                        .map_err(|_| Failure::BadResponse("status code out of range"))?;
+                    if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
+                        // 100 Continue, 103 Early Hints: not passed on
+                        buf.advance(n);
+                        continue;
+                    }
+                    let mut h = HeaderMap::with_capacity(res.headers.len());
+                    for f in res.headers.iter() {
+                        let name = HeaderName::from_bytes(f.name.as_bytes())
+                            .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
+                        let value = HeaderValue::from_bytes(f.value)
+                            .map_err(|_| Failure::BadResponse("a header value is invalid"))?;
+                        h.append(name, value);
+                    }
+                    if h.get_all(tessera_core::actix_web::http::header::CONTENT_LENGTH)
+                        .count()
+                        > 1
+                    {
+                        return Err(Failure::BadResponse("more than one Content-Length"));
+                    }
+                    return Ok((status, h, n));
+                }
+                Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
+                Ok(httparse::Status::Partial) => {
+                    return Err(Failure::BadResponse("response head too large"))
+                }
+                Err(_) => return Err(Failure::BadResponse("malformed response head")),
+            }
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(4096);
+        }
+        let n = conn
+            .read_buf(buf)
+            .await
+            .map_err(|_| Failure::BadResponse("the connection failed"))?;
+        if n == 0 {
+            return Err(Failure::BadResponse("closed before a response"));
+        }
+    }
+}
+
+/// The response body as a stream; the connection goes back to the pool
+/// when the body is complete and the server keeps it alive.
+pub(super) struct Body {
+    conn: Option<Lease>,
+    buf: BytesMut,
+    framing: Framing,
+    keep: bool,
+    read: Duration,
+    sleep: Option<Pin<Box<actix_rt::time::Sleep>>>,
+}
+
+/// The server broke off or stalled while its response body was being sent.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream response body: {0}")]
+pub(super) struct BodyFailed(&'static str);
+
+impl Body {
+    /// The body ended properly: the connection is reused or closed.
+    fn finish(&mut self) {
+        if let Some(lease) = self.conn.take() {
+            if self.keep && self.buf.is_empty() {
+                lease.pool.give_back(lease.conn);
+            } else {
+                lease.pool.closed();
+            }
+        }
+        self.framing = Framing::None;
+    }
+
+    /// The body failed: the connection is closed.
+    fn fail(&mut self, why: &'static str) -> Poll<Option<Result<Bytes, BodyFailed>>> {
+        if let Some(lease) = self.conn.take() {
+            lease.pool.closed();
+        }
+        self.framing = Framing::None;
+        Poll::Ready(Some(Err(BodyFailed(why))))
+    }
+
+    /// Body bytes from what is buffered, if any.
+    fn take(&mut self) -> Result<Option<Bytes>, &'static str> {
+        match &mut self.framing {
+            Framing::None => Ok(None),
+            Framing::Length(left) => {
+                let k = (*left).min(self.buf.len() as u64) as usize;
+                if k == 0 {
+                    return Ok(None);
+                }
+                *left -= k as u64;
+                let out = self.buf.split_to(k).freeze();
+                if *left == 0 {
+                    self.finish();
+                }
+                Ok(Some(out))
+            }
+            Framing::Close => {
+                if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Ok(Some(self.buf.split().freeze()))
+                }
+            }
+            Framing::Chunked(d) => loop {
+                let s = d.step(&self.buf).map_err(|_| "a malformed chunk")?;
+                if s.consumed == 0 && !s.done {
+                    return Ok(None);
+                }
+                let piece = self.buf.split_to(s.consumed).freeze();
+                if s.done {
+                    self.finish();
+                    return Ok((s.data.1 > s.data.0).then(|| piece.slice(s.data.0..s.data.1)));
+                }
+                if s.data.1 > s.data.0 {
+                    return Ok(Some(piece.slice(s.data.0..s.data.1)));
+                }
+            },
+        }
+    }
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, BodyFailed>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            match this.take() {
+                Ok(Some(b)) => {
+                    this.sleep = None;
+                    return Poll::Ready(Some(Ok(b)));
+                }
+                Ok(None) => {}
+                Err(why) => return this.fail(why),
+            }
+            if matches!(this.framing, Framing::None) {
+                return Poll::Ready(None);
+            }
+            let Some(lease) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if this.buf.capacity() - this.buf.len() < 4096 {
+                this.buf.reserve(16 * 1024);
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut lease.conn), cx, &mut this.buf) {
+                Poll::Ready(Ok(0)) => {
+                    if matches!(this.framing, Framing::Close) {
+                        this.keep = false;
+                        this.finish();
+                        return Poll::Ready(None);
+                    }
+                    return this.fail("the server closed the connection mid-body");
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(_)) => return this.fail("the connection failed mid-body"),
+                Poll::Pending => {
+                    let read = this.read;
+                    let sleep = this
+                        .sleep
+                        .get_or_insert_with(|| Box::pin(actix_rt::time::sleep(read)));
+                    if sleep.as_mut().poll(cx).is_ready() {
+                        return this.fail("no body bytes within read-timeout");
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        // a body the client stopped reading: the connection is not reusable
+        if let Some(lease) = self.conn.take() {
+            lease.pool.closed();
+        }
+    }
+}
