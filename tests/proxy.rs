@@ -639,3 +639,89 @@ fn a_kept_alive_connection_the_upstream_dropped_is_retried_once() {
         );
     }
 }
+
+#[test]
+fn interim_and_unasked_switching_answers_never_reach_the_client_as_final() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "http1-engine = \"tessera\"");
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /api/early HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    let (line, r) = crate::engine::read_response_line(&mut c);
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    assert_eq!(r.text(), "final");
+    // the connection is still in step
+    c.write_all(b"GET /api/name HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c).text(), "a");
+    // a 101 nobody asked for is a bad gateway
+    assert_eq!(s.get("/api/switch").status, 502);
+    // Upgrade without the upgrade connection option is not an upgrade
+    let r = s.req(
+        "GET",
+        "/api/ws",
+        &[
+            "Upgrade: websocket",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        ],
+    );
+    assert_ne!(r.status, 101);
+}
+
+#[test]
+fn the_upstream_gets_the_normalized_path_the_rules_matched() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    for raw in ["/api/x/%2e%2e/echo", "/api//echo", "/api/./echo"] {
+        let r = s.get(raw);
+        assert_eq!(r.status, 200, "{raw}");
+        assert_eq!(json(&r)["path"], "/echo", "{raw}");
+    }
+}
+
+#[test]
+fn only_the_trusted_chain_is_passed_on() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "trusted-proxies = [\"127.0.0.0/8\"]");
+    // trust comes from X-Forwarded-For; a Forwarded field is the client's word
+    let r = s.req(
+        "GET",
+        "/api/echo",
+        &["X-Forwarded-For: 5.5.5.5", "Forwarded: for=1.2.3.4"],
+    );
+    let j = json(&r);
+    assert_eq!(
+        upstream_header(&j, "x-forwarded-for"),
+        ["5.5.5.5, 127.0.0.1"]
+    );
+    assert!(upstream_header(&j, "forwarded").is_empty());
+}
+
+#[test]
+fn a_chunked_body_over_the_limit_gets_413_without_waiting_for_the_rest() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "max-body-size = 1000");
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    // less than the 5 s client-header-timeout the drain would wait
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    c.write_all(
+        b"POST /api/echo HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+    )
+    .unwrap();
+    c.write_all(format!("7d0\r\n{}\r\n", "z".repeat(2000)).as_bytes())
+        .unwrap();
+    // the body is never finished
+    let (line, _) = crate::engine::read_response_line(&mut c);
+    assert!(line.starts_with("HTTP/1.1 413"), "{line}");
+}
+
+#[test]
+fn an_http_1_0_client_never_gets_100_continue() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    let out = s.raw(b"POST /api/echo HTTP/1.0\r\nHost: site.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello");
+    let text = String::from_utf8_lossy(&out);
+    assert!(!text.contains("100 Continue"), "{text}");
+    assert!(text.starts_with("HTTP/1.0 200"), "{text}");
+}

@@ -84,7 +84,7 @@ pub fn client_address<'a>(
     }
     let mut client = peer;
     for line in values.rev() {
-        for elem in line.rsplit(',') {
+        for elem in split_outside_quotes(line, ',').into_iter().rev() {
             let addr = match header {
                 RealIpHeader::XForwardedFor => parse_node(elem.trim()),
                 RealIpHeader::Forwarded => forwarded_for(elem),
@@ -101,15 +101,38 @@ pub fn client_address<'a>(
     client
 }
 
+/// `s` split at `sep` where it is not inside a quoted string (RFC 9110
+/// §5.6.4), so that a quoted `host="a,for=1.2.3.4"` stays one parameter.
+fn split_outside_quotes(s: &str, sep: char) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in s.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if c == sep && !quoted {
+            out.push(&s[start..i]);
+            start = i + 1;
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
 /// The `for=` node of one `Forwarded` element (RFC 7239 §4, §6).
 fn forwarded_for(elem: &str) -> Option<IpAddr> {
-    elem.split(';').find_map(|pair| {
-        let (k, v) = pair.trim().split_once('=')?;
-        if !k.trim().eq_ignore_ascii_case("for") {
-            return None;
-        }
-        parse_node(v.trim().trim_matches('"'))
-    })
+    split_outside_quotes(elem, ';')
+        .into_iter()
+        .find_map(|pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            if !k.trim().eq_ignore_ascii_case("for") {
+                return None;
+            }
+            parse_node(v.trim().trim_matches('"'))
+        })
 }
 
 /// An address as proxies write it: `1.2.3.4`, `1.2.3.4:5678`, `[::1]`,
@@ -188,6 +211,18 @@ mod tests {
     }
 
     #[test]
+    fn a_quoted_comma_never_starts_an_element() {
+        let t = trusted(&["127.0.0.1"]);
+        let got = client_address(
+            ip("127.0.0.1"),
+            &t,
+            RealIpHeader::Forwarded,
+            ["for=127.0.0.1;proto=http;host=\"site.test,for=9.9.9.9\""].into_iter(),
+        );
+        assert_eq!(got, ip("127.0.0.1"));
+    }
+
+    #[test]
     fn bad_entries_are_refused() {
         let v = serde_json::json!(["10.0.0.0/33"]);
         assert!(TrustedProxies::deserialize(v).is_err());
@@ -196,9 +231,10 @@ mod tests {
 
 /// In a request's extensions when its client address was taken from a
 /// trusted proxy's header: the proxy's own address (the `proxy` module
-/// appends it to the chain it forwards).
+/// appends it to the chain it forwards), and the header trusted (only that
+/// chain is passed on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ViaProxy(pub IpAddr);
+pub struct ViaProxy(pub IpAddr, pub RealIpHeader);
 
 /// Sets the peer address of `req` to the client's when the peer is a trusted
 /// proxy (see [`client_address`]), so that every module, rule and log sees
@@ -225,6 +261,6 @@ pub fn apply(req: &mut actix_web::dev::ServiceRequest, trusted: &TrustedProxies,
     let client = client_address(peer.ip(), trusted, h, values.into_iter());
     if client != canonical(peer.ip()) {
         req.head_mut().peer_addr = Some(std::net::SocketAddr::new(client, 0));
-        actix_web::HttpMessage::extensions_mut(req).insert(ViaProxy(peer.ip()));
+        actix_web::HttpMessage::extensions_mut(req).insert(ViaProxy(peer.ip(), h));
     }
 }

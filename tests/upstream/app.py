@@ -9,6 +9,8 @@ serves until killed. Paths:
   /count          requests served so far (this one not included)
   /health         200, or 503 when NAME starts with "sick"
   /ws             a WebSocket (RFC 6455) that echoes text frames
+  /early          103 Early Hints, then 200 "final"
+  /switch         101 Switching Protocols though nobody asked
 When NAME starts with "rude", a connection's second request gets no answer:
 the connection closes (a kept-alive connection the server dropped).
   /slow?s=N       answers after N seconds (a slow back end)
@@ -98,6 +100,13 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/name":
             self.read_body()
             self.send(200, NAME.encode())
+        elif url.path == "/early":
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x.css>; rel=preload\r\n\r\n")
+            self.send(200, b"final")
+        elif url.path == "/switch":
+            self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: upgrade\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
         elif url.path == "/ws":
             self.websocket_echo()
         elif url.path == "/health":

@@ -133,7 +133,9 @@ pub async fn serve<S>(
         let mut keep = head.keep_alive && st.keep_alive.is_some();
         // A client waiting for 100 Continue gets the final answer instead and
         // a close: its body may or may not follow (RFC 9110 §10.1.1).
-        let head_expects = head.expect_continue && framing != Framing::None;
+        // an HTTP/1.0 client never gets a 1xx (RFC 9110 §10.1.1, §15.2)
+        let head_expects =
+            head.expect_continue && framing != Framing::None && head.version == Version::HTTP_11;
         // the body streams to the handler as it asks (super::body)
         let (mut body, mut req) = match framing {
             Framing::None | Framing::Length(0) => (None, Request::new()),
@@ -159,8 +161,17 @@ pub async fn serve<S>(
         }
         // a request that asks for another protocol may get the connection
         // after a 101 (crate::upgrade)
-        let upgradable =
-            framing == Framing::None && req.head().headers.contains_key(header::UPGRADE);
+        // RFC 9110 §7.8: Upgrade counts in HTTP/1.1 only, with the
+        // `upgrade` connection option
+        let upgradable = framing == Framing::None
+            && version == Version::HTTP_11
+            && req.head().headers.contains_key(header::UPGRADE)
+            && req.head().headers.get_all(header::CONNECTION).any(|v| {
+                v.to_str().is_ok_and(|v| {
+                    v.split(',')
+                        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+                })
+            });
         if upgradable {
             actix_http::HttpMessage::extensions_mut(&req).insert(crate::upgrade::CanUpgrade);
         }
@@ -185,6 +196,7 @@ pub async fn serve<S>(
         if res.head().connection_type() == ConnectionType::Close {
             keep = false;
         }
+        let status = res.status();
         // 4. the unread body, read and discarded before the response goes out
         // (a client that sends its whole body before reading would otherwise
         // stall against a large response); a body above the drain limit, or
@@ -192,6 +204,9 @@ pub async fn serve<S>(
         // connection
         let drained = match body.as_mut() {
             None => true,
+            // a 413 over max-body-size (small, it fits the socket buffers):
+            // answer at once, the lingering close reads the rest
+            Some(_) if status == StatusCode::PAYLOAD_TOO_LARGE => false,
             Some(b) if head_expects && !b.continued && !b.done => false,
             Some(b) => b.drain(&mut io, &mut buf, &st, st.drain_limit).await,
         };

@@ -452,10 +452,20 @@ async fn read_head(
             match res.parse(buf) {
                 Ok(httparse::Status::Complete(n)) => {
                     let code = res.code.unwrap_or(0);
+                    if !(100..=599).contains(&code) {
+                        return Err(Failure::BadResponse("status code out of range"));
+                    }
                     let status = StatusCode::from_u16(code)
                         .map_err(|_| Failure::BadResponse("status code out of range"))?;
-                    if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
-                        // 100 Continue, 103 Early Hints: not passed on
+                    if status == StatusCode::SWITCHING_PROTOCOLS {
+                        // only the upgrade path asks for a protocol switch
+                        return Err(Failure::BadResponse(
+                            "101 to a request that did not ask to upgrade",
+                        ));
+                    }
+                    if status.is_informational() {
+                        // 100 Continue, 102, 103 Early Hints: interim, not
+                        // passed on (RFC 9110 §15.2); the final answer follows
                         buf.advance(n);
                         continue;
                     }

@@ -114,6 +114,12 @@ pub(super) fn request_headers(
         HostMode::Upstream => upstream_host,
         HostMode::Set(h) => h.as_str(),
     };
+    // an HTTP/1.0 request without Host: the server's host:port
+    let host_value = if host_value.is_empty() {
+        upstream_host
+    } else {
+        host_value
+    };
     if let Ok(v) = HeaderValue::from_str(host_value) {
         out.insert(header::HOST, v);
     }
@@ -122,13 +128,16 @@ pub(super) fn request_headers(
     let client = req.peer_addr().map(|a| a.ip());
     // the chain the client sent is kept only when the core took the client
     // address from it (a trusted proxy sent it): otherwise it may be forged
-    let trusted = req
+    let via = req
         .extensions()
         .get::<tessera_core::realip::ViaProxy>()
         .copied();
+    // a received chain is passed on only when it is the one the client
+    // address came from; otherwise it is the client's own word
+    let trusted = |h| via.filter(|v| v.1 == h);
     if matches!(fwd, ForwardedMode::XForwarded | ForwardedMode::Both) {
         let mut chain = String::new();
-        if let Some(via) = trusted {
+        if let Some(via) = trusted(tessera_core::realip::RealIpHeader::XForwardedFor) {
             for v in from.get_all(&xff) {
                 if let Ok(v) = v.to_str() {
                     if !chain.is_empty() {
@@ -158,7 +167,8 @@ pub(super) fn request_headers(
     }
     if matches!(fwd, ForwardedMode::Forwarded | ForwardedMode::Both) {
         let mut value = String::new();
-        if trusted.is_some() {
+        let kept = trusted(tessera_core::realip::RealIpHeader::Forwarded);
+        if kept.is_some() {
             for v in from.get_all(&fw) {
                 if let Ok(v) = v.to_str() {
                     value.push_str(v);
@@ -166,7 +176,7 @@ pub(super) fn request_headers(
                 }
             }
         }
-        let node = match trusted.map(|v| v.0).or(client) {
+        let node = match kept.map(|v| v.0).or(client) {
             Some(std::net::IpAddr::V6(a)) => format!("\"[{a}]\""),
             Some(a) => a.to_string(),
             None => "unknown".into(),

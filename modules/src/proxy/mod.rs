@@ -196,9 +196,11 @@ impl Inner {
 
     async fn forward(&self, cx: &mut Ctx<'_>) -> HttpResponse {
         let req = cx.req;
-        // the raw (still percent-encoded) path, mapped; the query as received
-        let raw = req.uri().path();
-        let mut target = self.map(raw).into_owned();
+        // the path the rules matched (decoded, normalized: no dot segments,
+        // no doubled slashes), encoded again and mapped, as nginx maps the
+        // normalized URI; the query as received
+        let normal = tessera_core::path::encode(cx.path());
+        let mut target = self.map(&normal).into_owned();
         if let Some(q) = req.uri().query() {
             target.push('?');
             target.push_str(q);

@@ -60,7 +60,19 @@ pub(super) async fn upgrade(
         let mut slots = [httparse::EMPTY_HEADER; 64];
         let mut res = httparse::Response::new(&mut slots);
         match res.parse(&buf) {
+            Ok(httparse::Status::Complete(len))
+                if res
+                    .code
+                    .is_some_and(|c| (100..200).contains(&c) && c != 101) =>
+            {
+                // an interim answer (100, 103): the final one follows
+                buf.advance(len);
+                continue;
+            }
             Ok(httparse::Status::Complete(len)) => {
+                if !res.code.is_some_and(|c| (100..=599).contains(&c)) {
+                    return Err(std::io::ErrorKind::InvalidData.into());
+                }
                 let mut h = HeaderMap::new();
                 for f in res.headers.iter() {
                     if let (Ok(k), Ok(v)) = (
@@ -88,9 +100,11 @@ pub(super) async fn upgrade(
     if status != StatusCode::SWITCHING_PROTOCOLS {
         return Ok(r);
     }
-    if let Some(v) = headers.get(header::UPGRADE) {
-        r.headers_mut().insert(header::UPGRADE, v.clone());
-    }
+    // a 101 must name the protocol it switches to (RFC 9110 §15.2.2)
+    let Some(v) = headers.get(header::UPGRADE) else {
+        return Err(std::io::ErrorKind::InvalidData.into());
+    };
+    r.headers_mut().insert(header::UPGRADE, v.clone());
     let early = buf;
     r.extensions_mut()
         .insert(Upgrade::new(move |client: Tunnel| async move {
@@ -126,7 +140,8 @@ async fn pump<U: AsyncRead + AsyncWrite + Unpin>(
                     let _ = sw.shutdown().await;
                     return Ok(());
                 }
-                sw.write_all(&a[..n]).await?;
+                // a side that does not read for `idle` ends the tunnel too
+                tokio::time::timeout(idle, sw.write_all(&a[..n])).await??;
             }
             n = sr.read(&mut b) => {
                 let n = n?;
@@ -134,7 +149,7 @@ async fn pump<U: AsyncRead + AsyncWrite + Unpin>(
                     let _ = cw.shutdown().await;
                     return Ok(());
                 }
-                cw.write_all(&b[..n]).await?;
+                tokio::time::timeout(idle, cw.write_all(&b[..n])).await??;
             }
             () = deadline => return Ok(()),
         }
