@@ -12,6 +12,7 @@ mod config;
 mod dir_listing;
 mod engine;
 mod error_pages;
+mod fastcgi;
 mod fuzz_corpus;
 mod import;
 mod lifecycle;

@@ -36,6 +36,8 @@ pub mod dir_listing;
 pub mod error_pages;
 #[cfg(feature = "expires")]
 pub mod expires;
+#[cfg(feature = "fastcgi")]
+pub mod fastcgi;
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "headers")]
@@ -75,6 +77,8 @@ pub fn register_all(reg: &mut Registry) -> Result<(), RegistryError> {
     reg.register::<access::Access>()?;
     #[cfg(feature = "proxy")]
     reg.register::<proxy::Proxy>()?;
+    #[cfg(feature = "fastcgi")]
+    reg.register::<fastcgi::FastCgi>()?;
     #[cfg(feature = "auth-basic")]
     reg.register::<auth_basic::AuthBasic>()?;
     #[cfg(feature = "compress")]

@@ -1,0 +1,135 @@
+//! The FastCGI record layer (FastCGI 1.0 specification, §3 and §5): the
+//! records of a Responder request, the name-value pairs of its parameters,
+//! and the reader of the application's answer.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Record types used here (§8).
+pub(super) const BEGIN_REQUEST: u8 = 1;
+pub(super) const END_REQUEST: u8 = 3;
+pub(super) const PARAMS: u8 = 4;
+pub(super) const STDIN: u8 = 5;
+pub(super) const STDOUT: u8 = 6;
+pub(super) const STDERR: u8 = 7;
+/// The Responder role.
+const RESPONDER: u16 = 1;
+/// The request id: one request per connection.
+const ID: u16 = 1;
+/// The largest record content, bytes.
+pub(super) const MAX_CONTENT: usize = 65535;
+
+/// Appends one record with `content` (at most [`MAX_CONTENT`] bytes).
+pub(super) fn record(out: &mut BytesMut, kind: u8, content: &[u8]) {
+    debug_assert!(content.len() <= MAX_CONTENT);
+    let pad = (8 - content.len() % 8) % 8;
+    out.put_u8(1);
+    out.put_u8(kind);
+    out.put_u16(ID);
+    out.put_u16(content.len() as u16);
+    out.put_u8(pad as u8);
+    out.put_u8(0);
+    out.put_slice(content);
+    out.put_bytes(0, pad);
+}
+
+/// Appends `content` as records of `kind`, split at [`MAX_CONTENT`].
+pub(super) fn stream(out: &mut BytesMut, kind: u8, content: &[u8]) {
+    for part in content.chunks(MAX_CONTENT) {
+        record(out, kind, part);
+    }
+}
+
+/// The BEGIN_REQUEST record of a Responder (no FCGI_KEEP_CONN: the
+/// application closes the connection after the request).
+pub(super) fn begin(out: &mut BytesMut) {
+    let mut body = [0u8; 8];
+    body[..2].copy_from_slice(&RESPONDER.to_be_bytes());
+    record(out, BEGIN_REQUEST, &body);
+}
+
+/// Appends one name-value pair (§3.4).
+pub(super) fn pair(out: &mut BytesMut, name: &[u8], value: &[u8]) {
+    for len in [name.len(), value.len()] {
+        if len < 128 {
+            out.put_u8(len as u8);
+        } else {
+            out.put_u32(len as u32 | 0x8000_0000);
+        }
+    }
+    out.put_slice(name);
+    out.put_slice(value);
+}
+
+/// One record read from the application.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Record {
+    /// STDOUT bytes (empty: the end of STDOUT).
+    Stdout(Bytes),
+    /// STDERR bytes.
+    Stderr(Bytes),
+    /// END_REQUEST: the request is complete.
+    End,
+    /// Any other type, ignored.
+    Other,
+}
+
+/// Takes one whole record off the front of `buf`; `Ok(None)`: more bytes are
+/// needed. Errors: a version other than 1.
+pub(super) fn next(buf: &mut BytesMut) -> Result<Option<Record>, &'static str> {
+    if buf.len() < 8 {
+        return Ok(None);
+    }
+    if buf[0] != 1 {
+        return Err("not a FastCGI record (version is not 1)");
+    }
+    let kind = buf[1];
+    let len = u16::from_be_bytes([buf[4], buf[5]]) as usize;
+    let pad = buf[6] as usize;
+    if buf.len() < 8 + len + pad {
+        return Ok(None);
+    }
+    buf.advance(8);
+    let content = buf.split_to(len).freeze();
+    buf.advance(pad);
+    Ok(Some(match kind {
+        STDOUT => Record::Stdout(content),
+        STDERR => Record::Stderr(content),
+        END_REQUEST => Record::End,
+        _ => Record::Other,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_padded_to_eight_bytes_and_read_back() {
+        let mut out = BytesMut::new();
+        record(&mut out, STDOUT, b"hello");
+        assert_eq!(out.len(), 8 + 5 + 3);
+        record(&mut out, END_REQUEST, &[0; 8]);
+        assert_eq!(
+            next(&mut out),
+            Ok(Some(Record::Stdout(Bytes::from_static(b"hello"))))
+        );
+        assert_eq!(next(&mut out), Ok(Some(Record::End)));
+        assert_eq!(next(&mut out), Ok(None));
+    }
+
+    #[test]
+    fn long_pair_lengths_take_four_bytes() {
+        let mut out = BytesMut::new();
+        pair(&mut out, b"A", &[b'x'; 200]);
+        assert_eq!(&out[..5], &[1, 0x80, 0, 0, 200]);
+        assert_eq!(out.len(), 5 + 1 + 200);
+    }
+
+    #[test]
+    fn a_partial_record_waits() {
+        let mut out = BytesMut::new();
+        record(&mut out, STDOUT, b"abcdefghij");
+        let mut part = out.split_to(12);
+        assert_eq!(next(&mut part), Ok(None));
+    }
+}

@@ -1,0 +1,226 @@
+//! The `fastcgi` module (issue 14, begun) against Debian's php-cgi, which the
+//! tests start as a FastCGI server on 127.0.0.1 (`php-cgi -b`).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::util::{Response, Server};
+
+/// A running `php-cgi -b 127.0.0.1:PORT`.
+struct Php {
+    child: Child,
+    port: u16,
+}
+
+impl Php {
+    fn start() -> Option<Php> {
+        if Command::new("php-cgi").arg("-v").output().is_err() {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("php-cgi")
+            .args([
+                "-d",
+                "log_errors=1",
+                "-d",
+                "display_errors=0",
+                "-d",
+                "session.save_path=/tmp",
+            ])
+            .args(["-d", "upload_max_filesize=16M", "-d", "post_max_size=16M"])
+            .arg("-b")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("PHP_FCGI_CHILDREN", "2")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("php-cgi");
+        let php = Php { child, port };
+        // bounded wait for its socket
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(php);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("php-cgi did not listen on {port}");
+    }
+}
+
+impl Drop for Php {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn site(php: &Php) -> Server {
+    Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nmax-body-size = 8388608\n\n[[upstream]]\nname = \"php\"\nservers = [\"127.0.0.1:{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"fastcgi\", \"static-file\"]\n[vhost.fastcgi]\nupstream = \"php\"\nparams = {{ \"APP_ENV\" = \"test\" }}\n",
+            php.port
+        ),
+        |d| {
+            d.write(
+                "www/info.php",
+                "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','SCRIPT_FILENAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','REMOTE_ADDR','SERVER_PROTOCOL','REQUEST_URI','HTTP_X_TEST','APP_ENV','REDIRECT_STATUS'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
+            );
+            d.write(
+                "www/post.php",
+                "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b);",
+            );
+            d.write(
+                "www/upload.php",
+                "<?php $f = $_FILES['f']; echo $_POST['name'], ' ', $f['size'], ' ', md5_file($f['tmp_name']);",
+            );
+            d.write("www/status.php", "<?php header('Status: 418 I am a teapot'); echo 'tea';");
+            d.write("www/redirect.php", "<?php header('Location: https://example.org/there'); ");
+            d.write("www/stderr.php", "<?php error_log('oops from php'); echo 'ok';");
+            d.write(
+                "www/session.php",
+                "<?php session_start(); $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1; echo $_SESSION['n'];",
+            );
+            d.write("www/index.php", "<?php echo 'index ran';");
+            d.write("www/uploads/evil.jpg", "<?php echo 'EXECUTED';");
+            d.write("www/plain.txt", "static");
+        },
+    )
+}
+
+fn md5_hex(data: &[u8]) -> String {
+    use std::io::Write;
+    let mut c = Command::new("md5sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(data).unwrap();
+    String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()[..32].to_string()
+}
+
+fn var<'a>(r: &'a Response, k: &str) -> &'a str {
+    let text = std::str::from_utf8(&r.body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{k}=")))
+        .unwrap_or_else(|| panic!("no {k} in {text}"))
+}
+
+#[test]
+fn php_sees_the_cgi_variables() {
+    let Some(php) = Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let s = site(&php);
+    let r = s.req("GET", "/info.php/extra/path?a=1&b=2", &["X-Test: yes"]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(var(&r, "SCRIPT_NAME"), "/info.php");
+    assert!(var(&r, "SCRIPT_FILENAME").ends_with("/www/info.php"));
+    assert_eq!(var(&r, "PATH_INFO"), "/extra/path");
+    assert_eq!(var(&r, "QUERY_STRING"), "a=1&b=2");
+    assert_eq!(var(&r, "REQUEST_METHOD"), "GET");
+    assert_eq!(var(&r, "REMOTE_ADDR"), "127.0.0.1");
+    assert_eq!(var(&r, "SERVER_PROTOCOL"), "HTTP/1.1");
+    assert_eq!(var(&r, "REQUEST_URI"), "/info.php/extra/path?a=1&b=2");
+    assert_eq!(var(&r, "HTTP_X_TEST"), "yes");
+    assert_eq!(var(&r, "APP_ENV"), "test");
+    assert_eq!(var(&r, "REDIRECT_STATUS"), "200");
+    // a directory runs its index.php; other files stay static
+    assert_eq!(s.get("/").text(), "index ran");
+    assert_eq!(s.get("/plain.txt").text(), "static");
+}
+
+#[test]
+fn bodies_forms_and_uploads_reach_php() {
+    let Some(php) = Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let s = site(&php);
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    let mut req = format!(
+        "POST /post.php HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        data.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&data);
+    let r = Response::parse(&s.raw(&req), false);
+    assert_eq!(r.text(), format!("{} {}", data.len(), md5_hex(&data)));
+    // chunked: collected, then sent with its length
+    let mut chunked = b"POST /post.php HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
+    for part in data[..100_000].chunks(30_000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        chunked.extend_from_slice(part);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let r = Response::parse(&s.raw(&chunked), false);
+    assert_eq!(r.text(), format!("100000 {}", md5_hex(&data[..100_000])));
+    // a multipart form with a file of several MiB
+    let boundary = "tessera-boundary";
+    let mut body = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nalice\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n").into_bytes();
+    body.extend_from_slice(&data);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let mut req = format!(
+        "POST /upload.php HTTP/1.1\r\nHost: site.test\r\nContent-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let r = Response::parse(&s.raw(&req), false);
+    assert_eq!(r.text(), format!("alice {} {}", data.len(), md5_hex(&data)));
+}
+
+#[test]
+fn status_location_cookies_and_stderr() {
+    let Some(php) = Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let s = site(&php);
+    let r = s.get("/status.php");
+    assert_eq!((r.status, r.text().as_str()), (418, "tea"));
+    let r = s.get("/redirect.php");
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("https://example.org/there"));
+    assert_eq!(s.get("/stderr.php").text(), "ok");
+    assert!(s.stderr().contains("oops from php"), "{}", s.stderr());
+    let first = s.get("/session.php");
+    assert_eq!(first.text(), "1");
+    let cookie = first.header("set-cookie").expect("a session cookie");
+    let id = cookie.split(';').next().unwrap();
+    let second = s.req("GET", "/session.php", &[&format!("Cookie: {id}")]);
+    assert_eq!(second.text(), "2");
+}
+
+#[test]
+fn an_upload_named_like_a_script_is_never_executed() {
+    let Some(php) = Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let s = site(&php);
+    let r = s.get("/uploads/evil.jpg/x.php");
+    assert_eq!(r.status, 404);
+    assert!(!r.text().contains("EXECUTED"));
+    // a missing script is 404 without calling php (check-local)
+    assert_eq!(s.get("/missing.php").status, 404);
+    // and the image itself is served as a file, not run
+    assert_eq!(s.get("/uploads/evil.jpg").text(), "<?php echo 'EXECUTED';");
+}
+
+#[test]
+fn a_php_backend_that_is_down_is_502() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fake = Php {
+        child: Command::new("true").spawn().unwrap(),
+        port,
+    };
+    let s = site(&fake);
+    assert_eq!(s.get("/info.php").status, 502);
+}
