@@ -356,6 +356,96 @@ async fn read_at_least<R: tokio::io::AsyncRead + Unpin>(
     Ok(n)
 }
 
+/// A connection to a server, over TCP or a Unix socket (the transport every
+/// back-end protocol shares).
+#[derive(Debug)]
+pub enum Connection {
+    /// TCP.
+    Tcp(actix_rt::net::TcpStream),
+    /// A Unix stream socket.
+    Unix(actix_rt::net::UnixStream),
+}
+
+impl Connection {
+    /// Connects to `address`; `resolved` is its TCP address resolved at
+    /// start (skips the name lookup). TCP connections get `TCP_NODELAY`.
+    pub async fn connect(
+        address: &Address,
+        resolved: Option<std::net::SocketAddr>,
+    ) -> std::io::Result<Connection> {
+        Ok(match (address, resolved) {
+            (_, Some(a)) => {
+                let s = actix_rt::net::TcpStream::connect(a).await?;
+                let _ = s.set_nodelay(true);
+                Connection::Tcp(s)
+            }
+            (Address::Unix(p), None) => {
+                Connection::Unix(actix_rt::net::UnixStream::connect(p).await?)
+            }
+            (Address::Tcp(a), None) => {
+                let s = actix_rt::net::TcpStream::connect(a.as_str()).await?;
+                let _ = s.set_nodelay(true);
+                Connection::Tcp(s)
+            }
+        })
+    }
+
+    /// Whether the server closed it, or sent bytes unasked, while it was
+    /// idle (then it cannot be reused): one `recv(MSG_PEEK)`.
+    pub fn went_bad(&self) -> bool {
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let r = match self {
+            Connection::Tcp(s) => socket2::SockRef::from(s).peek(&mut probe),
+            Connection::Unix(s) => socket2::SockRef::from(s).peek(&mut probe),
+        };
+        !matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+impl tokio::io::AsyncRead for Connection {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Connection::Unix(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Connection {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Connection::Unix(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Connection::Unix(s) => std::pin::Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Connection::Unix(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
 /// FNV-1a over the address bytes: stable across restarts and workers.
 fn hash_ip(ip: IpAddr) -> u64 {
     let bytes: Vec<u8> = match ip {

@@ -63,9 +63,9 @@ use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
 use tessera_core::response::error_response;
-use tessera_core::upstream::{Address, Upstream};
+use tessera_core::upstream::Upstream;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use protocol::Record;
 
@@ -328,8 +328,10 @@ impl FastCgi {
             return error_response(StatusCode::BAD_GATEWAY);
         };
         let server = self.upstream.servers[pick.index].address.clone();
-        let connect =
-            tokio::time::timeout(Duration::from_secs(u.connect_timeout), connect(&server));
+        let connect = tokio::time::timeout(
+            Duration::from_secs(u.connect_timeout),
+            Io::connect(&server, None),
+        );
         let mut io = match connect.await {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => {
@@ -421,55 +423,7 @@ impl FastCgi {
 }
 
 /// A connection to the application.
-enum Io {
-    Tcp(actix_rt::net::TcpStream),
-    Unix(actix_rt::net::UnixStream),
-}
-
-async fn connect(a: &Address) -> std::io::Result<Io> {
-    Ok(match a {
-        Address::Tcp(a) => Io::Tcp(actix_rt::net::TcpStream::connect(a.as_str()).await?),
-        Address::Unix(p) => Io::Unix(actix_rt::net::UnixStream::connect(p).await?),
-    })
-}
-
-impl AsyncRead for Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Io::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Io {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        b: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_write(cx, b),
-            Io::Unix(s) => Pin::new(s).poll_write(cx, b),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Io::Unix(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Io::Unix(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
+type Io = tessera_core::upstream::Connection;
 
 /// The application's answer: records read from the connection, STDOUT
 /// yielded as the body after the CGI header block.

@@ -29,7 +29,7 @@ use tessera_core::actix_web::http::StatusCode;
 use tessera_core::h1::chunked::Decoder;
 use tessera_core::request_body::RequestBody;
 use tessera_core::upstream::{Address, Server};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 
 /// The largest response head read, bytes (nginx `proxy_buffer_size` is 4
 /// or 8 KiB; lighttpd allows 64 KiB).
@@ -38,61 +38,7 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_FIELDS: usize = 128;
 
 /// A connection to a server.
-pub(super) enum Conn {
-    Tcp(actix_rt::net::TcpStream),
-    Unix(actix_rt::net::UnixStream),
-}
-
-impl AsyncRead for Conn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Conn::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Conn::Unix(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Conn::Unix(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
-impl Conn {
-    /// Whether the server closed it or sent something unasked while it was
-    /// idle (then it cannot be reused): one `recv(MSG_PEEK)`.
-    fn went_bad(&self) -> bool {
-        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        let r = match self {
-            Conn::Tcp(s) => socket2::SockRef::from(s).peek(&mut probe),
-            Conn::Unix(s) => socket2::SockRef::from(s).peek(&mut probe),
-        };
-        !matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
-    }
-}
+pub(super) type Conn = tessera_core::upstream::Connection;
 
 /// Settings of one upstream, in the units the client uses.
 #[derive(Clone, Copy)]
@@ -216,21 +162,7 @@ impl Pool {
         if self.open.get() >= self.limits.max_connections {
             return Err(Failure::Busy);
         }
-        let connect = async {
-            Ok::<_, std::io::Error>(match (address, tcp) {
-                (_, Some(a)) => {
-                    let s = actix_rt::net::TcpStream::connect(a).await?;
-                    let _ = s.set_nodelay(true);
-                    Conn::Tcp(s)
-                }
-                (Address::Unix(p), None) => {
-                    Conn::Unix(actix_rt::net::UnixStream::connect(p).await?)
-                }
-                (Address::Tcp(a), None) => {
-                    Conn::Tcp(actix_rt::net::TcpStream::connect(a.as_str()).await?)
-                }
-            })
-        };
+        let connect = Conn::connect(address, tcp);
         let conn = match tokio::time::timeout(self.limits.connect, connect).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(Failure::Connect(e)),

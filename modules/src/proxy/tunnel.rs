@@ -18,22 +18,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 const MAX_HEAD: usize = 64 * 1024;
 
 /// A connection to a server, TCP or Unix.
-pub(super) enum Stream {
-    Tcp(actix_rt::net::TcpStream),
-    Unix(actix_rt::net::UnixStream),
-}
+pub(super) type Stream = tessera_core::upstream::Connection;
 
 pub(super) async fn connect(
     address: &Address,
     tcp: Option<std::net::SocketAddr>,
 ) -> std::io::Result<Stream> {
-    Ok(match (address, tcp) {
-        (_, Some(a)) => Stream::Tcp(actix_rt::net::TcpStream::connect(a).await?),
-        (Address::Unix(p), None) => Stream::Unix(actix_rt::net::UnixStream::connect(p).await?),
-        (Address::Tcp(a), None) => {
-            Stream::Tcp(actix_rt::net::TcpStream::connect(a.as_str()).await?)
-        }
-    })
+    Stream::connect(address, tcp).await
 }
 
 /// Sends the upgrade request and reads the answer head. A 101 becomes a
@@ -44,16 +35,10 @@ pub(super) async fn upgrade(
     head: Vec<u8>,
     idle: Duration,
 ) -> std::io::Result<HttpResponse> {
-    match &mut up {
-        Stream::Tcp(s) => s.write_all(&head).await?,
-        Stream::Unix(s) => s.write_all(&head).await?,
-    }
+    up.write_all(&head).await?;
     let mut buf = BytesMut::with_capacity(4096);
     let (status, headers, len) = loop {
-        let n = match &mut up {
-            Stream::Tcp(s) => s.read_buf(&mut buf).await?,
-            Stream::Unix(s) => s.read_buf(&mut buf).await?,
-        };
+        let n = up.read_buf(&mut buf).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
