@@ -58,6 +58,8 @@ pub(super) struct Pool {
     limits: Limits,
     server: std::sync::Arc<tessera_core::upstream::Upstream>,
     index: usize,
+    /// The proxy instance that uses the pool; gone after a reload.
+    owner: std::sync::Weak<()>,
 }
 
 thread_local! {
@@ -68,12 +70,20 @@ thread_local! {
 /// The pool of `(instance, index)` on this worker.
 pub(super) fn pool(
     instance: usize,
+    owner: &std::sync::Arc<()>,
     upstream: &std::sync::Arc<tessera_core::upstream::Upstream>,
     index: usize,
     limits: Limits,
 ) -> Rc<Pool> {
     POOLS.with(|p| {
-        p.borrow_mut()
+        let mut pools = p.borrow_mut();
+        if !pools.contains_key(&(instance, index)) {
+            // a new instance (a reload): pools whose configuration is gone
+            // (only the pool still holds its upstream) close their idle
+            // connections
+            pools.retain(|_, pool| pool.owner.strong_count() > 0);
+        }
+        pools
             .entry((instance, index))
             .or_insert_with(|| {
                 Rc::new(Pool {
@@ -82,6 +92,7 @@ pub(super) fn pool(
                     limits,
                     server: upstream.clone(),
                     index,
+                    owner: std::sync::Arc::downgrade(owner),
                 })
             })
             .clone()
@@ -181,7 +192,8 @@ impl Pool {
 
     fn give_back(&self, conn: Conn) {
         let mut idle = self.idle.borrow_mut();
-        if idle.len() >= self.limits.keepalive {
+        // a pool of a configuration that was replaced keeps nothing
+        if idle.len() >= self.limits.keepalive || self.owner.strong_count() == 0 {
             drop(idle);
             self.closed();
             return;

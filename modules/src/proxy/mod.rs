@@ -98,6 +98,9 @@ struct Inner {
     limits: client::Limits,
     /// Identifies this instance's per-worker pools.
     id: usize,
+    /// Alive as long as the instance: pools of a replaced configuration see
+    /// it gone and close their idle connections.
+    alive: Arc<()>,
 }
 
 impl ModuleDecl for Proxy {
@@ -171,6 +174,7 @@ impl ModuleDecl for Proxy {
                 forwarded: cfg.forwarded,
                 limits,
                 id: NEXT.fetch_add(1, Ordering::Relaxed),
+                alive: Arc::new(()),
             }),
         })
     }
@@ -247,7 +251,13 @@ impl Inner {
             };
             tried.push(pick.index);
             let head = self.request_head(req.method().as_str(), &target, &headers, pick.index);
-            let pool = client::pool(self.id, &self.upstream, pick.index, self.limits);
+            let pool = client::pool(
+                self.id,
+                &self.alive,
+                &self.upstream,
+                pick.index,
+                self.limits,
+            );
             let server = &self.upstream.servers[pick.index].address;
             let sent = client::exchange(
                 &pool,
