@@ -312,6 +312,17 @@ fn an_upstream_that_dies_mid_response_never_looks_complete() {
         let s = proxy_server(&[app.addr()], "", "");
         let raw = s.raw(format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n").as_bytes());
         let text = String::from_utf8_lossy(&raw);
+        // actix-http (TLS, or the "actix" engine) may close before it sent
+        // the head; either way the response never looks complete
+        if raw.is_empty() {
+            assert_eq!(
+                std::env::var("TESSERA_SERVER__HTTP1_ENGINE").as_deref(),
+                Ok("actix"),
+                "Tessera's engine sends the head and the bytes it got"
+            );
+            drop(app);
+            continue;
+        }
         assert!(text.starts_with("HTTP/1.1 200"), "{text}");
         let head_end = text.find("\r\n\r\n").unwrap() + 4;
         let body = &raw[head_end..];
@@ -320,7 +331,7 @@ fn an_upstream_that_dies_mid_response_never_looks_complete() {
         } else {
             assert!(!text.ends_with("0\r\n\r\n"), "the chunked body was ended");
         }
-        // the access log counts the bytes really sent, not the announced length
+        // the access log counts the bytes sent, not the announced length
         let dir = s.root().parent().unwrap().to_path_buf();
         s.stop_keep_dir();
         let log = std::fs::read_to_string(dir.join("access.log")).unwrap();

@@ -89,7 +89,8 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 }
                 let flight = clock.and_then(|c| c.start());
                 let cfg = rt.current.load();
-                if may_block(&cfg, &req) {
+                let (blocks, later) = vhost_needs(&cfg, &req);
+                if blocks {
                     let cfg = arc_swap::Guard::into_inner(cfg);
                     let handling = clock.map(|c| Handling::new(c.clone()));
                     return HandleFuture::Offloaded(Box::pin(async move {
@@ -104,7 +105,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                         }
                     }));
                 }
-                if may_async(&cfg, &req) {
+                if later {
                     let cfg = arc_swap::Guard::into_inner(cfg);
                     return HandleFuture::Offloaded(Box::pin(async move {
                         let mut res = respond(&cfg, &req, Some(payload)).await;
@@ -548,33 +549,22 @@ impl Drop for Handling {
     }
 }
 
-/// True when the vhost this request goes to has a module with blocking hooks.
-fn may_block(cfg: &Config, req: &HttpRequest) -> bool {
-    cfg.vhosts.any_may_block()
-        && cfg
-            .vhosts
-            .select_on(
-                request_host(req),
-                Some(req.app_config().local_addr()),
-                req.app_config().secure(),
-            )
-            .pipeline
-            .may_block
-}
-
-/// True when the vhost this request goes to has an asynchronous content
-/// handler ([`Hooks::ASYNC`]).
-fn may_async(cfg: &Config, req: &HttpRequest) -> bool {
-    cfg.vhosts.any_may_async()
-        && cfg
-            .vhosts
-            .select_on(
-                request_host(req),
-                Some(req.app_config().local_addr()),
-                req.app_config().secure(),
-            )
-            .pipeline
-            .may_async
+/// Whether the vhost this request goes to has a module with blocking hooks
+/// ([`Hooks::BLOCKING`]) and one that answers later ([`Hooks::ASYNC`]). The
+/// vhost is selected here only when some vhost has either.
+fn vhost_needs(cfg: &Config, req: &HttpRequest) -> (bool, bool) {
+    if !cfg.vhosts.any_may_block() && !cfg.vhosts.any_may_async() {
+        return (false, false);
+    }
+    let p = &cfg
+        .vhosts
+        .select_on(
+            request_host(req),
+            Some(req.app_config().local_addr()),
+            req.app_config().secure(),
+        )
+        .pipeline;
+    (p.may_block, p.may_async)
 }
 
 /// Moves a value between a worker and the blocking pool.
