@@ -22,6 +22,7 @@ impl Php {
             .local_addr()
             .unwrap()
             .port();
+        use std::os::unix::process::CommandExt;
         let child = Command::new("php-cgi")
             .args([
                 "-d",
@@ -35,6 +36,8 @@ impl Php {
             .arg("-b")
             .arg(format!("127.0.0.1:{port}"))
             .env("PHP_FCGI_CHILDREN", "2")
+            // its own process group: its children are killed with it
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -54,6 +57,10 @@ impl Php {
 
 impl Drop for Php {
     fn drop(&mut self) {
+        // php-cgi and the PHP_FCGI_CHILDREN it forked
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -129,6 +136,8 @@ fn php_sees_the_cgi_variables() {
     assert_eq!(var(&r, "HTTP_X_TEST"), "yes");
     assert_eq!(var(&r, "APP_ENV"), "test");
     assert_eq!(var(&r, "REDIRECT_STATUS"), "200");
+    // the script's Content-Type, once
+    assert_eq!(r.header_all("content-type"), ["text/plain;charset=UTF-8"]);
     // a directory runs its index.php; other files stay static
     assert_eq!(s.get("/").text(), "index ran");
     assert_eq!(s.get("/plain.txt").text(), "static");
@@ -217,8 +226,9 @@ fn a_php_backend_that_is_down_is_502() {
         .local_addr()
         .unwrap()
         .port();
+    use std::os::unix::process::CommandExt;
     let fake = Php {
-        child: Command::new("true").spawn().unwrap(),
+        child: Command::new("true").process_group(0).spawn().unwrap(),
         port,
     };
     let s = site(&fake);

@@ -415,6 +415,8 @@ impl FastCgi {
         };
         pick.succeeded();
         let mut r = HttpResponse::build(status).streaming(answer);
+        // the application's Content-Type, not the builder's default
+        r.headers_mut().remove(header::CONTENT_TYPE);
         for (k, v) in fields {
             r.headers_mut().append(k, v);
         }

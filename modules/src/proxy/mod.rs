@@ -436,6 +436,8 @@ fn respond(res: client::Response) -> HttpResponse {
     };
     let mut copied = HeaderMap::new();
     forward::response_headers(&res.headers, &mut copied);
+    // the upstream's Content-Type (or none), not the builder's default
+    r.headers_mut().remove(header::CONTENT_TYPE);
     for (k, v) in copied.iter() {
         r.headers_mut().append(k.clone(), v.clone());
     }
