@@ -234,3 +234,98 @@ fn a_php_backend_that_is_down_is_502() {
     let s = site(&fake);
     assert_eq!(s.get("/info.php").status, 502);
 }
+
+/// A running php-fpm (Debian's php-fpm package) on a Unix socket in `dir`.
+struct Fpm {
+    child: Child,
+    socket: std::path::PathBuf,
+}
+
+impl Fpm {
+    fn start(dir: &crate::util::TempDir) -> Fpm {
+        use std::os::unix::process::CommandExt;
+        let bin = std::fs::read_dir("/usr/sbin")
+            .ok()
+            .and_then(|d| {
+                d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("php-fpm"))
+                })
+            })
+            .expect("php-fpm is not installed (apt-get install php-fpm)");
+        let socket = dir.path().join("fpm.sock");
+        let conf = dir.write(
+            "fpm.conf",
+            format!(
+                "[global]\nerror_log = {d}/fpm.log\ndaemonize = no\npid = {d}/fpm.pid\n\n[www]\nlisten = {s}\npm = static\npm.max_children = 2\nclear_env = no\ncatch_workers_output = yes\n",
+                d = dir.path().display(),
+                s = socket.display()
+            ),
+        );
+        let child = Command::new(bin)
+            .arg("-y")
+            .arg(&conf)
+            .args(["-R", "-F"])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("php-fpm");
+        let fpm = Fpm { child, socket };
+        // bounded wait for its socket
+        for _ in 0..250 {
+            if std::os::unix::net::UnixStream::connect(&fpm.socket).is_ok() {
+                return fpm;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("php-fpm did not listen on {}", fpm.socket.display());
+    }
+}
+
+impl Drop for Fpm {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn php_fpm_on_a_unix_socket_runs_the_scripts() {
+    let d = crate::util::TempDir::new("fpm");
+    let fpm = Fpm::start(&d);
+    let s = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"php\"\nservers = [\"unix:{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"fastcgi\", \"static-file\"]\n[vhost.fastcgi]\nupstream = \"php\"\n",
+            fpm.socket.display()
+        ),
+        |w| {
+            w.write(
+                "www/info.php",
+                "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
+            );
+            w.write(
+                "www/post.php",
+                "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b);",
+            );
+        },
+    );
+    let r = s.get("/info.php/p?x=1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(var(&r, "SCRIPT_NAME"), "/info.php");
+    assert_eq!(var(&r, "PATH_INFO"), "/p");
+    assert_eq!(var(&r, "QUERY_STRING"), "x=1");
+    let body = vec![b'q'; 200_000];
+    let mut req = format!(
+        "POST /post.php HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let r = Response::parse(&s.raw(&req), false);
+    assert_eq!(r.text(), format!("200000 {}", md5_hex(&body)));
+}
