@@ -44,26 +44,39 @@ impl Php {
             .spawn()
             .expect("php-cgi");
         let php = Php { child, port };
-        // bounded wait for its socket
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(php);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("php-cgi did not listen on {port}");
+        wait_for(&format!("php-cgi on port {port}"), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Some(php)
     }
 }
 
 impl Drop for Php {
     fn drop(&mut self) {
         // php-cgi and the PHP_FCGI_CHILDREN it forked
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_group(&mut self.child);
     }
+}
+
+/// Kills `child` and the processes of its process group (it was started
+/// with `process_group(0)`), and reaps it.
+fn kill_group(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Polls `ready` every 20 ms for at most 5 s (a back end starting up).
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    for _ in 0..250 {
+        if ready() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} did not come up");
 }
 
 fn site(php: &Php) -> Server {
@@ -273,24 +286,16 @@ impl Fpm {
             .spawn()
             .expect("php-fpm");
         let fpm = Fpm { child, socket };
-        // bounded wait for its socket
-        for _ in 0..250 {
-            if std::os::unix::net::UnixStream::connect(&fpm.socket).is_ok() {
-                return fpm;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("php-fpm did not listen on {}", fpm.socket.display());
+        wait_for("php-fpm", || {
+            std::os::unix::net::UnixStream::connect(&fpm.socket).is_ok()
+        });
+        fpm
     }
 }
 
 impl Drop for Fpm {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_group(&mut self.child);
     }
 }
 
