@@ -298,8 +298,7 @@ def tessera_conf(w, port, root, variant, connections=16384, server_extra="", vho
     """The keyword arguments are for benches/resilience.py: `server_extra` and
     `vhost_extra` are TOML lines for [server] and after [vhost.static-file];
     `upstream` is the upstream's port (variant "proxy")."""
-    if variant == "proxy":
-        return f"""[server]
+    server = f"""[server]
 listen = ["127.0.0.1:{port}"]
 workers = {CORES}
 keep-alive = 65
@@ -307,7 +306,9 @@ max-connections = {connections}
 shutdown-timeout = 1
 log-level = "warn"
 {server_extra}
-
+"""
+    if variant == "proxy":
+        return server + f"""
 [[upstream]]
 name = "u"
 servers = ["127.0.0.1:{upstream}"]
@@ -329,15 +330,7 @@ upstream = "u"
         "log": '["access-log", "static-file"]',
         "pipeline": '["access-log", "headers", "expires", "static-file"]',
     }[variant]
-    conf = f"""[server]
-listen = ["127.0.0.1:{port}"]
-workers = {CORES}
-keep-alive = 65
-max-connections = {connections}
-shutdown-timeout = 1
-log-level = "warn"
-{server_extra}
-
+    conf = server + f"""
 [[vhost]]
 server-names = ["127.0.0.1", "localhost"]
 default = true

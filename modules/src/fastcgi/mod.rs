@@ -328,22 +328,9 @@ impl FastCgi {
             return error_response(StatusCode::BAD_GATEWAY);
         };
         let server = self.upstream.servers[pick.index].address.clone();
-        let connect = tokio::time::timeout(
-            Duration::from_secs(u.connect_timeout),
-            Io::connect(&server, None),
-        );
-        let mut io = match connect.await {
-            Ok(Ok(io)) => io,
-            Ok(Err(e)) => {
-                tracing::error!(upstream = %self.upstream.name, %server, "fastcgi: connect: {e}");
-                pick.failed();
-                return error_response(StatusCode::BAD_GATEWAY);
-            }
-            Err(_) => {
-                tracing::error!(upstream = %self.upstream.name, %server, "fastcgi: connect timed out");
-                pick.failed();
-                return error_response(StatusCode::GATEWAY_TIMEOUT);
-            }
+        let (pick, mut io) = match pick.connect(None, "fastcgi").await {
+            Ok(c) => c,
+            Err(status) => return error_response(status),
         };
         let send = Duration::from_secs(u.send_timeout);
         let sent = async {

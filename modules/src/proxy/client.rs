@@ -173,11 +173,12 @@ impl Pool {
         if self.open.get() >= self.limits.max_connections {
             return Err(Failure::Busy);
         }
-        let connect = Conn::connect(address, tcp);
-        let conn = match tokio::time::timeout(self.limits.connect, connect).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(Failure::Connect(e)),
-            Err(_) => return Err(Failure::ConnectTimeout),
+        let conn = match Conn::connect(address, tcp, self.limits.connect).await {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(Failure::ConnectTimeout)
+            }
+            Err(e) => return Err(Failure::Connect(e)),
         };
         self.open.set(self.open.get() + 1);
         self.server()

@@ -214,7 +214,7 @@ impl Inner {
             req,
             &self.host,
             self.forwarded,
-            &self.upstream_host(0),
+            self.upstream_host(0),
         );
         // a request without framing has no body (RFC 9112 §6.3), whatever
         // payload object the connection gave it
@@ -357,7 +357,7 @@ impl Inner {
             return error_response(StatusCode::BAD_GATEWAY);
         };
         if let HostMode::Upstream = self.host {
-            if let Ok(v) = HeaderValue::from_str(&self.upstream_host(pick.index)) {
+            if let Ok(v) = HeaderValue::from_str(self.upstream_host(pick.index)) {
                 headers.insert(header::HOST, v);
             }
         }
@@ -376,22 +376,10 @@ impl Inner {
         head.extend_from_slice(upgrade.as_bytes());
         head.extend_from_slice(b"\r\nconnection: upgrade\r\n\r\n");
         let server = &self.upstream.servers[pick.index].address;
-        let connect = tokio::time::timeout(
-            Duration::from_secs(u.connect_timeout),
-            tunnel::connect(server, self.addrs[pick.index]),
-        );
-        let up = match connect.await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::error!(upstream = %self.upstream.name, %server, "proxy: upgrade: {e}");
-                pick.failed();
-                return error_response(StatusCode::BAD_GATEWAY);
-            }
-            Err(_) => {
-                tracing::error!(upstream = %self.upstream.name, %server, "proxy: upgrade: connect timed out");
-                pick.failed();
-                return error_response(StatusCode::GATEWAY_TIMEOUT);
-            }
+        let resolved = self.addrs[pick.index];
+        let (pick, up) = match pick.connect(resolved, "proxy: upgrade").await {
+            Ok(c) => c,
+            Err(status) => return error_response(status),
         };
         let idle = Duration::from_secs(u.read_timeout);
         match tokio::time::timeout(idle, tunnel::upgrade(up, head, idle)).await {
@@ -412,11 +400,12 @@ impl Inner {
         }
     }
 
-    /// The server's `host:port`, as the Host of [`HostMode::Upstream`].
-    fn upstream_host(&self, i: usize) -> String {
+    /// The server's `host:port`, as the Host of [`HostMode::Upstream`]
+    /// (`localhost` for a Unix socket); no allocation per request.
+    fn upstream_host(&self, i: usize) -> &str {
         match &self.upstream.servers[i].address {
-            Address::Tcp(a) => a.clone(),
-            Address::Unix(_) => "localhost".into(),
+            Address::Tcp(a) => a,
+            Address::Unix(_) => "localhost",
         }
     }
 }

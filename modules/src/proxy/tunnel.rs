@@ -11,7 +11,6 @@ use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderName, HeaderV
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::upgrade::{Tunnel, Upgrade};
-use tessera_core::upstream::Address;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest response head read from the server, bytes.
@@ -19,13 +18,6 @@ const MAX_HEAD: usize = 64 * 1024;
 
 /// A connection to a server, TCP or Unix.
 pub(super) type Stream = tessera_core::upstream::Connection;
-
-pub(super) async fn connect(
-    address: &Address,
-    tcp: Option<std::net::SocketAddr>,
-) -> std::io::Result<Stream> {
-    Stream::connect(address, tcp).await
-}
 
 /// Sends the upgrade request and reads the answer head. A 101 becomes a
 /// response carrying the [`Upgrade`] that runs the tunnel; another status is
