@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 use std::any::Any;
 
 use actix_web::http::header::HeaderMap;
-use actix_web::http::StatusCode;
+use actix_web::http::{Method, StatusCode};
 use actix_web::HttpRequest;
 use smallvec::SmallVec;
 
@@ -22,6 +22,8 @@ pub struct Ctx<'a> {
     /// The authenticated user, once a module established one (logged as `%u`).
     pub user: Option<String>,
     rewritten: bool,
+    /// An internal redirect turned the request into a GET.
+    as_get: bool,
     headers: Option<HeaderMap>,
     fallback: StatusCode,
     /// Notes for the access log (`%{name}n`, Apache's module notes).
@@ -86,6 +88,7 @@ impl<'a> Ctx<'a> {
             path,
             user: None,
             rewritten: false,
+            as_get: false,
             headers: None,
             fallback: StatusCode::NOT_FOUND,
             notes: Notes::default(),
@@ -130,6 +133,38 @@ impl<'a> Ctx<'a> {
         self.rewritten = true;
         self.fallback = StatusCode::NOT_FOUND;
         Ok(())
+    }
+
+    /// An internal redirect to `location`, a URL path as a back end sends it
+    /// (percent-encoded, an optional query is ignored): a CGI "local
+    /// redirect response" (RFC 3875 §6.2.2) or nginx's `X-Accel-Redirect`.
+    /// The request continues as a GET (HEAD stays HEAD) for the new path:
+    /// the core resolves the rules again, as for [`Ctx::set_path`], also
+    /// when a content handler asked for it.
+    ///
+    /// # Errors
+    /// [`crate::path::PathError`] when the path is malformed or climbs above
+    /// the root.
+    pub fn redirect_internally(&mut self, location: &str) -> Result<(), crate::path::PathError> {
+        let path = location.split_once('?').map_or(location, |(p, _)| p);
+        let normal = crate::path::normalize(path)?.into_owned();
+        self.path = Cow::Owned(normal);
+        self.rewritten = true;
+        self.as_get = true;
+        self.fallback = StatusCode::NOT_FOUND;
+        Ok(())
+    }
+
+    /// The request method as modules should answer it: the request's, or
+    /// GET after an internal redirect ([`Ctx::redirect_internally`]).
+    pub fn method(&self) -> &Method {
+        static GET: Method = Method::GET;
+        let m = self.req.method();
+        if self.as_get && m != Method::HEAD {
+            &GET
+        } else {
+            m
+        }
     }
 
     /// The status of the answer when no content handler answers: 404 unless a

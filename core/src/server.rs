@@ -945,8 +945,16 @@ async fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) ->
             }
         }
         if h.contains(Hooks::ASYNC) {
-            if let Some(f) = m.content_async(cx) {
-                return Handled::Response(f.await);
+            let answered = match m.content_async(cx) {
+                Some(f) => Some(f.await),
+                None => None,
+            };
+            if let Some(r) = answered {
+                // a back end's local redirect (RFC 3875 §6.2.2)
+                if cx.take_rewritten() {
+                    return Handled::Rewritten;
+                }
+                return Handled::Response(r);
             }
         }
     }

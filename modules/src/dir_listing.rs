@@ -229,7 +229,7 @@ impl Module for DirListing {
             Resolved::Unavailable => return Some(crate::static_file::unavailable()),
             Resolved::NotFound | Resolved::File(..) => return None,
         }
-        let m = cx.req.method();
+        let m = cx.method();
         if m == Method::OPTIONS {
             let mut r = HttpResponse::Ok().finish();
             r.headers_mut().insert(header::ALLOW, ALLOW);

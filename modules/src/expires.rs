@@ -407,7 +407,7 @@ impl Module for Expires {
         if !(status.is_success() || status == StatusCode::NOT_MODIFIED) {
             return;
         }
-        let method = cx.req.method();
+        let method = cx.method();
         if method != Method::GET && method != Method::HEAD {
             return;
         }

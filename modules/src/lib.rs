@@ -40,6 +40,8 @@ pub mod expires;
 pub mod fastcgi;
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "gateway")]
+pub mod gateway;
 #[cfg(feature = "headers")]
 pub mod headers;
 #[cfg(feature = "proxy")]

@@ -298,7 +298,7 @@ impl Module for Status {
     }
 
     fn on_request(&self, cx: &mut Ctx<'_>) -> Outcome {
-        let m = cx.req.method();
+        let m = cx.method();
         if m != tessera_core::actix_web::http::Method::GET
             && m != tessera_core::actix_web::http::Method::HEAD
         {

@@ -421,7 +421,7 @@ impl Compress {
     /// Content phase: serves a sidecar when the client accepts one and it
     /// exists; `None` passes the request on.
     fn sidecar(&self, cx: &Ctx<'_>) -> Option<HttpResponse> {
-        let m = cx.req.method();
+        let m = cx.method();
         if *m != Method::GET && *m != Method::HEAD {
             return None;
         }
@@ -487,7 +487,7 @@ impl Compress {
         }
         merge_vary(res.headers_mut());
         if status != StatusCode::OK
-            || cx.req.method() != Method::GET
+            || cx.method() != Method::GET
             || self.encodings.is_empty()
             || no_transform(res.headers())
         {

@@ -13,7 +13,7 @@ pub(super) const STDOUT: u8 = 6;
 pub(super) const STDERR: u8 = 7;
 /// The Responder role.
 const RESPONDER: u16 = 1;
-/// The request id: one request per connection.
+/// The request id: one request at a time per connection.
 const ID: u16 = 1;
 /// The largest record content, bytes.
 pub(super) const MAX_CONTENT: usize = 65535;
@@ -39,11 +39,13 @@ pub(super) fn stream(out: &mut BytesMut, kind: u8, content: &[u8]) {
     }
 }
 
-/// The BEGIN_REQUEST record of a Responder (no FCGI_KEEP_CONN: the
-/// application closes the connection after the request).
-pub(super) fn begin(out: &mut BytesMut) {
+/// The BEGIN_REQUEST record of a Responder; with `keep_conn`
+/// (`FCGI_KEEP_CONN`, §5.1) the application keeps the connection open after
+/// END_REQUEST, for the next request.
+pub(super) fn begin(out: &mut BytesMut, keep_conn: bool) {
     let mut body = [0u8; 8];
     body[..2].copy_from_slice(&RESPONDER.to_be_bytes());
+    body[2] = u8::from(keep_conn);
     record(out, BEGIN_REQUEST, &body);
 }
 

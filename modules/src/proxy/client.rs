@@ -13,13 +13,10 @@
 //! to the client and gives its connection back to the pool once complete; a
 //! body cut short is an error, never a clean end.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_core::Stream;
@@ -28,7 +25,7 @@ use tessera_core::actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::h1::chunked::Decoder;
 use tessera_core::request_body::RequestBody;
-use tessera_core::upstream::{Address, Server};
+use tessera_core::upstream::pool::{Lease, LeaseError, Pool};
 use tokio::io::AsyncWriteExt;
 
 /// The largest response head read, bytes (nginx `proxy_buffer_size` is 4
@@ -39,65 +36,6 @@ const MAX_FIELDS: usize = 128;
 
 /// A connection to a server.
 pub(super) type Conn = tessera_core::upstream::Connection;
-
-/// Settings of one upstream, in the units the client uses.
-#[derive(Clone, Copy)]
-pub(super) struct Limits {
-    pub connect: Duration,
-    pub read: Duration,
-    pub send: Duration,
-    pub keepalive: usize,
-    pub keepalive_timeout: Duration,
-    pub max_connections: usize,
-}
-
-/// The pool of one server in one worker.
-pub(super) struct Pool {
-    idle: RefCell<Vec<(Instant, Conn)>>,
-    open: Cell<usize>,
-    limits: Limits,
-    server: std::sync::Arc<tessera_core::upstream::Upstream>,
-    index: usize,
-    /// The proxy instance that uses the pool; gone after a reload.
-    owner: std::sync::Weak<()>,
-}
-
-thread_local! {
-    /// Pools by (proxy instance, server index).
-    static POOLS: RefCell<HashMap<(usize, usize), Rc<Pool>>> = RefCell::new(HashMap::new());
-}
-
-/// The pool of `(instance, index)` on this worker.
-pub(super) fn pool(
-    instance: usize,
-    owner: &std::sync::Arc<()>,
-    upstream: &std::sync::Arc<tessera_core::upstream::Upstream>,
-    index: usize,
-    limits: Limits,
-) -> Rc<Pool> {
-    POOLS.with(|p| {
-        let mut pools = p.borrow_mut();
-        if !pools.contains_key(&(instance, index)) {
-            // a new instance (a reload): pools whose configuration is gone
-            // (only the pool still holds its upstream) close their idle
-            // connections
-            pools.retain(|_, pool| pool.owner.strong_count() > 0);
-        }
-        pools
-            .entry((instance, index))
-            .or_insert_with(|| {
-                Rc::new(Pool {
-                    idle: RefCell::new(Vec::new()),
-                    open: Cell::new(0),
-                    limits,
-                    server: upstream.clone(),
-                    index,
-                    owner: std::sync::Arc::downgrade(owner),
-                })
-            })
-            .clone()
-    })
-}
 
 /// Why an exchange failed.
 #[derive(Debug)]
@@ -136,80 +74,13 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// A pooled connection checked out for one exchange.
-struct Lease {
-    conn: Conn,
-    pool: Rc<Pool>,
-    reused: bool,
-}
-
-impl Pool {
-    fn server(&self) -> &Server {
-        &self.server.servers[self.index]
-    }
-
-    async fn lease(
-        self: &Rc<Self>,
-        address: &Address,
-        tcp: Option<std::net::SocketAddr>,
-    ) -> Result<Lease, Failure> {
-        loop {
-            let popped = self.idle.borrow_mut().pop();
-            let Some((since, conn)) = popped else {
-                break;
-            };
-            self.server()
-                .idle_connections
-                .fetch_sub(1, Ordering::Relaxed);
-            if since.elapsed() < self.limits.keepalive_timeout && !conn.went_bad() {
-                return Ok(Lease {
-                    conn,
-                    pool: self.clone(),
-                    reused: true,
-                });
-            }
-            self.closed();
+impl From<LeaseError> for Failure {
+    fn from(e: LeaseError) -> Failure {
+        match e {
+            LeaseError::Connect(e) => Failure::Connect(e),
+            LeaseError::ConnectTimeout => Failure::ConnectTimeout,
+            LeaseError::Busy => Failure::Busy,
         }
-        if self.open.get() >= self.limits.max_connections {
-            return Err(Failure::Busy);
-        }
-        let conn = match Conn::connect(address, tcp, self.limits.connect).await {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Err(Failure::ConnectTimeout)
-            }
-            Err(e) => return Err(Failure::Connect(e)),
-        };
-        self.open.set(self.open.get() + 1);
-        self.server()
-            .open_connections
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(Lease {
-            conn,
-            pool: self.clone(),
-            reused: false,
-        })
-    }
-
-    fn give_back(&self, conn: Conn) {
-        let mut idle = self.idle.borrow_mut();
-        // a pool of a configuration that was replaced keeps nothing
-        if idle.len() >= self.limits.keepalive || self.owner.strong_count() == 0 {
-            drop(idle);
-            self.closed();
-            return;
-        }
-        idle.push((Instant::now(), conn));
-        self.server()
-            .idle_connections
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn closed(&self) {
-        self.open.set(self.open.get().saturating_sub(1));
-        self.server()
-            .open_connections
-            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -235,42 +106,32 @@ pub(super) struct Response {
 /// no body whatever its fields say).
 pub(super) async fn exchange(
     pool: &Rc<Pool>,
-    address: &Address,
     tcp: Option<std::net::SocketAddr>,
     head: &[u8],
     body: Option<(RequestBody, Option<u64>)>,
     head_only: bool,
 ) -> Result<Response, Failure> {
-    let limits = pool.limits;
-    let mut lease = pool.lease(address, tcp).await?;
-    let reused = lease.reused;
+    let limits = pool.limits();
+    let mut lease = pool.lease(tcp).await?;
+    let reused = lease.reused();
     // a write to a connection the server closed may still succeed; its
-    // failure shows when the answer does not come
-    let sent = send_request(&mut lease.conn, head, body, limits.send).await;
+    // failure shows when the answer does not come (a dropped lease is closed)
+    let sent = send_request(lease.conn(), head, body, limits.send).await;
     if let Err(e) = sent {
-        lease.pool.closed();
         return Err(match e {
             Failure::Send(_) if reused => Failure::Stale,
             e => e,
         });
     }
     let mut buf = BytesMut::with_capacity(4096);
-    let parsed = tokio::time::timeout(limits.read, read_head(&mut lease.conn, &mut buf)).await;
+    let parsed = tokio::time::timeout(limits.read, read_head(lease.conn(), &mut buf)).await;
     let (status, headers, consumed) = match parsed {
         Ok(Ok(h)) => h,
-        Ok(Err(Failure::BadResponse(why))) if reused && buf.is_empty() => {
-            let _ = why;
-            lease.pool.closed();
+        Ok(Err(Failure::BadResponse(_))) if reused && buf.is_empty() => {
             return Err(Failure::Stale);
         }
-        Ok(Err(e)) => {
-            lease.pool.closed();
-            return Err(e);
-        }
-        Err(_) => {
-            lease.pool.closed();
-            return Err(Failure::ReadTimeout);
-        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(Failure::ReadTimeout),
     };
     buf.advance(consumed);
     let length = headers
@@ -471,9 +332,7 @@ impl Body {
     fn finish(&mut self) {
         if let Some(lease) = self.conn.take() {
             if self.keep && self.buf.is_empty() {
-                lease.pool.give_back(lease.conn);
-            } else {
-                lease.pool.closed();
+                lease.release();
             }
         }
         self.framing = Framing::None;
@@ -481,9 +340,7 @@ impl Body {
 
     /// The body failed: the connection is closed.
     fn fail(&mut self, why: &'static str) -> Poll<Option<Result<Bytes, BodyFailed>>> {
-        if let Some(lease) = self.conn.take() {
-            lease.pool.closed();
-        }
+        self.conn = None;
         self.framing = Framing::None;
         Poll::Ready(Some(Err(BodyFailed(why))))
     }
@@ -552,7 +409,7 @@ impl Stream for Body {
             if this.buf.capacity() - this.buf.len() < 4096 {
                 this.buf.reserve(16 * 1024);
             }
-            match tokio_util::io::poll_read_buf(Pin::new(&mut lease.conn), cx, &mut this.buf) {
+            match tokio_util::io::poll_read_buf(Pin::new(lease.conn()), cx, &mut this.buf) {
                 Poll::Ready(Ok(0)) => {
                     if matches!(this.framing, Framing::Close) {
                         this.keep = false;
@@ -574,15 +431,6 @@ impl Stream for Body {
                     return Poll::Pending;
                 }
             }
-        }
-    }
-}
-
-impl Drop for Body {
-    fn drop(&mut self) {
-        // a body the client stopped reading: the connection is not reusable
-        if let Some(lease) = self.conn.take() {
-            lease.pool.closed();
         }
     }
 }

@@ -41,7 +41,6 @@ mod tunnel;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +51,7 @@ use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
 use tessera_core::request_body::BodyError;
 use tessera_core::response::error_response;
+use tessera_core::upstream::pool::pool;
 use tessera_core::upstream::{Address, Upstream};
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
@@ -94,10 +94,6 @@ struct Inner {
     map_path: Vec<(String, String)>,
     host: HostMode,
     forwarded: ForwardedMode,
-    /// Timeouts and pool sizes of the upstream.
-    limits: client::Limits,
-    /// Identifies this instance's per-worker pools.
-    id: usize,
     /// Alive as long as the instance: pools of a replaced configuration see
     /// it gone and close their idle connections.
     alive: Arc<()>,
@@ -155,16 +151,6 @@ impl ModuleDecl for Proxy {
         if let HostMode::Set(h) = &cfg.host {
             HeaderValue::from_str(h).map_err(|_| format!("host: \"{h}\" is not a valid Host"))?;
         }
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let c = &upstream.config;
-        let limits = client::Limits {
-            connect: Duration::from_secs(c.connect_timeout),
-            read: Duration::from_secs(c.read_timeout),
-            send: Duration::from_secs(c.send_timeout),
-            keepalive: c.keepalive,
-            keepalive_timeout: Duration::from_secs(c.keepalive_timeout),
-            max_connections: c.max_connections.max(1),
-        };
         Ok(Proxy {
             inner: Some(Inner {
                 upstream,
@@ -172,8 +158,6 @@ impl ModuleDecl for Proxy {
                 map_path,
                 host: cfg.host,
                 forwarded: cfg.forwarded,
-                limits,
-                id: NEXT.fetch_add(1, Ordering::Relaxed),
                 alive: Arc::new(()),
             }),
         })
@@ -251,17 +235,10 @@ impl Inner {
             };
             tried.push(pick.index);
             let head = self.request_head(req.method().as_str(), &target, &headers, pick.index);
-            let pool = client::pool(
-                self.id,
-                &self.alive,
-                &self.upstream,
-                pick.index,
-                self.limits,
-            );
+            let pool = pool(&self.alive, &self.upstream, pick.index);
             let server = &self.upstream.servers[pick.index].address;
             let sent = client::exchange(
                 &pool,
-                server,
                 self.addrs[pick.index],
                 &head,
                 body.take().map(|b| (b, length)),
@@ -336,7 +313,7 @@ impl Inner {
             head.extend_from_slice(self.upstream_host(i).as_bytes());
             head.extend_from_slice(b"\r\n");
         }
-        if self.limits.keepalive == 0 {
+        if self.upstream.config.keepalive == 0 {
             head.extend_from_slice(b"connection: close\r\n");
         }
         head.extend_from_slice(b"\r\n");

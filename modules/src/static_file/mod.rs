@@ -224,7 +224,7 @@ impl Module for StaticFile {
             }
         }
         if let Some(cache) = &self.cache {
-            if let Some(r) = self.cached_response(cache, cx) {
+            if let Some(r) = self.cached_response(cache, cx, path) {
                 return Some(r);
             }
         }
@@ -237,7 +237,7 @@ impl Module for StaticFile {
                 if path.ends_with('/') {
                     return None;
                 }
-                Some(self.serve(cx, full, None, file, &meta, extension(path)))
+                Some(self.serve(cx, path, full, None, file, &meta, extension(path)))
             }
             Resolved::Dir => {
                 if let Some(r) = method_check(cx) {
@@ -259,7 +259,15 @@ impl Module for StaticFile {
                                     .ok()
                                     .map(|m| (full.clone(), Identity::of(&m)))
                             };
-                            return Some(self.serve(cx, index, dir, file, &meta, extension(name)));
+                            return Some(self.serve(
+                                cx,
+                                path,
+                                index,
+                                dir,
+                                file,
+                                &meta,
+                                extension(name),
+                            ));
                         }
                         Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
                         Resolved::Unavailable => return Some(unavailable()),
@@ -278,7 +286,7 @@ impl Module for StaticFile {
 /// 405 with `Allow` for methods other than GET, HEAD and OPTIONS; 200 with
 /// `Allow` for OPTIONS (RFC 9110 §9.3.7, §15.5.6).
 fn method_check(cx: &Ctx<'_>) -> Option<HttpResponse> {
-    let m = cx.req.method();
+    let m = cx.method();
     if m == Method::GET || m == Method::HEAD {
         return None;
     }
@@ -366,10 +374,54 @@ pub struct Representation<'a> {
 }
 
 impl StaticFile {
+    /// An instance serving `root` with the default options (open-file cache
+    /// included), for files other modules name by path: X-Sendfile of the
+    /// CGI-family back ends (lighttpd `x-sendfile-docroot`).
+    pub fn for_directory(root: PathBuf) -> StaticFile {
+        let cfg = StaticFileConfig::default();
+        StaticFile {
+            root,
+            index_files: Vec::new(),
+            hidden_files: true,
+            symlinks: cfg.follow_symlinks,
+            mime: Arc::new(MimeTable::new([]).expect("no overrides, no errors")),
+            etag: cfg.etag,
+            exclude: Vec::new(),
+            cache: Some(FileCache::new(
+                cfg.open_file_cache,
+                cfg.memory_cache_size,
+                Duration::from_millis(cfg.open_file_cache_valid),
+                cfg.follow_symlinks == SymlinkPolicy::Never,
+            )),
+        }
+    }
+
+    /// Serves the regular file at `path` (normalized, starting with `/`)
+    /// under this instance's root, as the content handler would: open-file
+    /// cache, validators, conditional requests and Range. `None` when there
+    /// is no regular file there (a directory included); 403 when the symlink
+    /// policy refuses it.
+    pub fn serve_at(&self, cx: &Ctx<'_>, path: &str) -> Option<HttpResponse> {
+        if let Some(cache) = &self.cache {
+            if let Some(r) = self.cached_response(cache, cx, path) {
+                return Some(r);
+            }
+        }
+        let full = self.root.join(path.trim_start_matches('/'));
+        match resolve::open(&self.root, &full, self.symlinks) {
+            Resolved::File(file, meta) => {
+                Some(self.serve(cx, path, full, None, file, &meta, extension(path)))
+            }
+            Resolved::Forbidden => Some(error_response(StatusCode::FORBIDDEN)),
+            Resolved::Unavailable => Some(unavailable()),
+            Resolved::NotFound | Resolved::Dir => None,
+        }
+    }
+
     /// Answers from the open-file cache; `None` when the path is not cached or
     /// its entry is out of date (the caller resolves it afresh).
-    fn cached_response(&self, cache: &FileCache, cx: &Ctx<'_>) -> Option<HttpResponse> {
-        let e = cache.get(cx.path())?;
+    fn cached_response(&self, cache: &FileCache, cx: &Ctx<'_>, key: &str) -> Option<HttpResponse> {
+        let e = cache.get(key)?;
         if let Some(r) = method_check(cx) {
             return Some(r);
         }
@@ -386,7 +438,7 @@ impl StaticFile {
                     .ok()?;
                 let meta = file.metadata().ok()?;
                 if Identity::of(&meta) != e.id {
-                    cache.remove(cx.path(), &e);
+                    cache.remove(key, &e);
                     return None;
                 }
                 Source::File(file)
@@ -398,9 +450,11 @@ impl StaticFile {
     /// Answers for a file resolved without the cache (`path` is its full path;
     /// `dir` the directory to check too, for a later index file), and caches
     /// it unless it changed less than [`cache::RACY`] ago.
+    #[allow(clippy::too_many_arguments)]
     fn serve(
         &self,
         cx: &Ctx<'_>,
+        key: &str,
         path: PathBuf,
         dir: Option<(PathBuf, Identity)>,
         file: File,
@@ -434,7 +488,7 @@ impl StaticFile {
             None => Source::File(file),
         };
         let r = respond(cx, &info, source, &[]);
-        cache.insert(cx.path(), Entry::new(path, dir, id, info, content));
+        cache.insert(key, Entry::new(path, dir, id, info, content));
         r
     }
 }
@@ -587,7 +641,7 @@ fn respond(
         Precondition::Proceed => {}
     }
     let ctype = info.content_type.clone();
-    let is_get = cx.req.method() == Method::GET;
+    let is_get = cx.method() == Method::GET;
     let ranges = match headers.get(header::RANGE) {
         Some(v) if is_get && conditional::if_range(headers, cmp_tag, lm) => {
             range::parse(v.to_str().unwrap_or(""), size)

@@ -9,6 +9,8 @@
 //! counters the `status` module shows. Transport and connection pools belong
 //! to the module that speaks the protocol.
 
+pub mod pool;
+
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};

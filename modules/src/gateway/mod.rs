@@ -1,0 +1,440 @@
+//! What the CGI-family back ends share (`fastcgi`, `scgi`, `uwsgi`, `cgi`):
+//! which script a path names, the CGI/1.1 meta-variables (RFC 3875 §4.1),
+//! the request body as the back end needs it, the CGI response head
+//! (RFC 3875 §6), internal redirects for a local `Location`, and X-Sendfile.
+//!
+//! Each back-end module keeps only its wire protocol: it builds a
+//! [`ScriptMap`] at configuration time, asks it for the [`Script`] of a
+//! request, writes [`environment`] in its own encoding, sends the [`Input`],
+//! and hands the back end's output to [`head::Head::parse`] and
+//! [`respond`].
+
+pub mod head;
+pub mod sendfile;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+use bytes::{Bytes, BytesMut};
+use futures_core::Stream;
+use tessera_core::actix_web::http::header::{self, HeaderValue};
+use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::HttpResponse;
+use tessera_core::request_body::{BodyError, RequestBody};
+use tessera_core::response::error_response;
+use tessera_core::Ctx;
+
+pub use head::Head;
+pub use sendfile::XSendfile;
+
+/// Which paths a back end takes and which script each names: the script
+/// extensions (lighttpd `fastcgi.server` keyed by ".php", `cgi.assign`), or
+/// a mount point (`script-name`: lighttpd's prefix keys, Cherokee's handler
+/// on a directory rule), the index files of a directory path, and
+/// lighttpd's `check-local`.
+#[derive(Debug, Clone)]
+pub struct ScriptMap {
+    extensions: Vec<String>,
+    script_name: Option<String>,
+    check_local: bool,
+    index_files: Vec<String>,
+}
+
+/// The script one request names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    /// `SCRIPT_NAME`: the URL path of the script (`""` for an application
+    /// mounted at `/`).
+    pub name: String,
+    /// `PATH_INFO`: the rest of the path after the script, `""` for none.
+    pub path_info: String,
+    /// `SCRIPT_FILENAME`: the script's file under the document root.
+    pub filename: PathBuf,
+}
+
+impl ScriptMap {
+    /// Checks the options: extensions like `.php`, index files as plain
+    /// names, a `script-name` that is `""` or starts with `/` and does not
+    /// end with one. Errors: the key and what is wrong, for the
+    /// configuration error.
+    pub fn new(
+        extensions: Vec<String>,
+        script_name: Option<String>,
+        check_local: bool,
+        index_files: Vec<String>,
+    ) -> Result<ScriptMap, String> {
+        for e in &extensions {
+            if !e.starts_with('.') || e.len() < 2 || e.contains('/') {
+                return Err(format!("extensions: \"{e}\" is not like \".php\""));
+            }
+        }
+        for i in &index_files {
+            if i.is_empty() || i.contains('/') || i == "." || i == ".." {
+                return Err(format!("index-files: \"{i}\" is not a file name"));
+            }
+        }
+        if let Some(s) = &script_name {
+            if !(s.is_empty() || s.starts_with('/') && !s.ends_with('/')) {
+                return Err(format!(
+                    "script-name: \"{s}\" must be \"\" or a path like \"/app\" without a final /"
+                ));
+            }
+        }
+        Ok(ScriptMap {
+            extensions,
+            script_name,
+            check_local,
+            index_files,
+        })
+    }
+
+    /// Whether `name` ends with a script extension.
+    pub fn is_script(&self, name: &str) -> bool {
+        self.extensions.iter().any(|e| name.ends_with(e.as_str()))
+    }
+
+    /// The script `path` names under `root`, or `None` when this back end
+    /// does not take the request (no script extension; a directory without
+    /// an index script).
+    ///
+    /// - With `script-name`, every path: the script is the mount point and
+    ///   `PATH_INFO` the rest of the path.
+    /// - A directory path (`/`, `/a/`) runs its first existing index file,
+    ///   if that is a script.
+    /// - Otherwise the path up to the first segment that ends with an
+    ///   extension is the script, the rest `PATH_INFO`. A path is never split
+    ///   at a segment without the extension: `/uploads/evil.jpg/x.php` names
+    ///   the script `/uploads/evil.jpg/x.php`, so `evil.jpg` never runs
+    ///   (the `cgi.fix_pathinfo` hole of nginx with PHP).
+    pub fn resolve(&self, path: &str, root: &Path) -> Option<Script> {
+        let at = |name: &str, info: &str| Script {
+            name: name.to_string(),
+            path_info: info.to_string(),
+            filename: root.join(name.trim_start_matches('/')),
+        };
+        if let Some(mount) = &self.script_name {
+            let info = path.strip_prefix(mount.as_str()).unwrap_or(path);
+            let info = if info.is_empty() || info.starts_with('/') {
+                info
+            } else {
+                path
+            };
+            return Some(at(mount, info));
+        }
+        if path.ends_with('/') {
+            let found = self.index_files.iter().find(|i| {
+                std::fs::metadata(root.join(format!("{}{i}", &path[1..])))
+                    .is_ok_and(|m| m.is_file())
+            })?;
+            return self
+                .is_script(found)
+                .then(|| at(&format!("{path}{found}"), ""));
+        }
+        let mut end = 0;
+        for seg in path.split_inclusive('/') {
+            end += seg.len();
+            let name = seg.trim_end_matches('/');
+            if self.is_script(name) {
+                let cut = end - (seg.len() - name.len());
+                return Some(at(&path[..cut], &path[cut..]));
+            }
+        }
+        None
+    }
+
+    /// lighttpd's `check-local`: with it on (and no `script-name`), a script
+    /// that is not a regular file is 404 without calling the back end.
+    pub fn missing(&self, script: &Script) -> bool {
+        self.check_local
+            && self.script_name.is_none()
+            && !std::fs::metadata(&script.filename).is_ok_and(|m| m.is_file())
+    }
+}
+
+/// Extra variables from the configuration (nginx `fastcgi_param`), sorted
+/// by name so that the back end sees them in a stable order.
+pub fn params(table: HashMap<String, String>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = table.into_iter().collect();
+    v.sort();
+    v
+}
+
+/// Writes the CGI/1.1 meta-variables of the request (RFC 3875 §4.1) with
+/// `put(name, value)`: `GATEWAY_INTERFACE`, `SERVER_SOFTWARE`, `SERVER_NAME`,
+/// `SERVER_PORT`, `SERVER_ADDR`, `SERVER_PROTOCOL`, `REQUEST_METHOD`,
+/// `REQUEST_URI`, `QUERY_STRING`, `SCRIPT_NAME`, `SCRIPT_FILENAME`,
+/// `PATH_INFO` and `PATH_TRANSLATED` (when there is a path info),
+/// `DOCUMENT_ROOT`, `REMOTE_ADDR`, `REMOTE_PORT`, `HTTPS=on` over TLS,
+/// `REQUEST_SCHEME`, `CONTENT_TYPE`, `CONTENT_LENGTH` (when `length` is
+/// `Some`), `REDIRECT_STATUS=200` (php-cgi's `cgi.force_redirect`),
+/// `REMOTE_USER` after authentication, `HTTP_*` for each request field
+/// except `Proxy` (the "httpoxy" attack), then `extra` (which may replace
+/// earlier ones: the back end sees the last value).
+pub fn environment(
+    cx: &Ctx<'_>,
+    script: &Script,
+    length: Option<u64>,
+    extra: &[(String, String)],
+    put: &mut dyn FnMut(&[u8], &[u8]),
+) {
+    let req = cx.req;
+    let root = &cx.vhost.document_root;
+    let host = cx
+        .host()
+        .map(tessera_core::vhost::strip_port)
+        .unwrap_or_default();
+    let local = req.app_config().local_addr();
+    let mut num = itoa::Buffer::new();
+    put(b"GATEWAY_INTERFACE", b"CGI/1.1");
+    put(b"SERVER_SOFTWARE", b"tessera");
+    put(b"SERVER_NAME", host.as_bytes());
+    put(b"SERVER_PORT", num.format(local.port()).as_bytes());
+    put(b"SERVER_ADDR", local.ip().to_string().as_bytes());
+    let protocol: &[u8] = match req.version() {
+        tessera_core::actix_web::http::Version::HTTP_10 => b"HTTP/1.0",
+        tessera_core::actix_web::http::Version::HTTP_2 => b"HTTP/2.0",
+        _ => b"HTTP/1.1",
+    };
+    put(b"SERVER_PROTOCOL", protocol);
+    put(b"REQUEST_METHOD", req.method().as_str().as_bytes());
+    put(
+        b"REQUEST_URI",
+        req.uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .as_bytes(),
+    );
+    put(b"QUERY_STRING", req.query_string().as_bytes());
+    put(b"SCRIPT_NAME", script.name.as_bytes());
+    put(
+        b"SCRIPT_FILENAME",
+        script.filename.as_os_str().as_encoded_bytes(),
+    );
+    put(b"DOCUMENT_ROOT", root.as_os_str().as_encoded_bytes());
+    if !script.path_info.is_empty() {
+        put(b"PATH_INFO", script.path_info.as_bytes());
+        let translated = root.join(script.path_info.trim_start_matches('/'));
+        put(
+            b"PATH_TRANSLATED",
+            translated.as_os_str().as_encoded_bytes(),
+        );
+    }
+    if let Some(p) = req.peer_addr() {
+        put(b"REMOTE_ADDR", p.ip().to_string().as_bytes());
+        put(b"REMOTE_PORT", num.format(p.port()).as_bytes());
+    }
+    let secure = req.app_config().secure();
+    if secure {
+        put(b"HTTPS", b"on");
+    }
+    put(b"REQUEST_SCHEME", if secure { b"https" } else { b"http" });
+    if let Some(t) = req.headers().get(header::CONTENT_TYPE) {
+        put(b"CONTENT_TYPE", t.as_bytes());
+    }
+    if let Some(n) = length {
+        put(b"CONTENT_LENGTH", num.format(n).as_bytes());
+    }
+    put(b"REDIRECT_STATUS", b"200");
+    if let Some(u) = &cx.user {
+        put(b"REMOTE_USER", u.as_bytes());
+    }
+    let mut key = Vec::with_capacity(64);
+    for (k, v) in cx.headers().iter() {
+        let name = k.as_str();
+        if matches!(name, "content-type" | "content-length" | "proxy") {
+            continue;
+        }
+        key.clear();
+        key.extend_from_slice(b"HTTP_");
+        key.extend(name.bytes().map(|c| match c {
+            b'-' => b'_',
+            c => c.to_ascii_uppercase(),
+        }));
+        put(&key, v.as_bytes());
+    }
+    for (k, v) in extra {
+        put(k.as_bytes(), v.as_bytes());
+    }
+}
+
+/// The request body as a back end gets it: CGI needs `CONTENT_LENGTH`
+/// before the body, so a chunked body is collected first (at most
+/// `max-body-size` bytes), and a Content-Length body streams.
+pub enum Input {
+    /// No body (`CONTENT_LENGTH` is left out).
+    None,
+    /// A body of this many bytes, streamed as it comes.
+    Stream(RequestBody, u64),
+    /// A chunked body, collected.
+    Whole(Bytes),
+}
+
+impl Input {
+    /// Takes the request's body. Errors: the response to send instead, 413
+    /// for a chunked body over `max-body-size`, 400 for one cut short.
+    pub async fn take(cx: &mut Ctx<'_>) -> Result<Input, HttpResponse> {
+        let headers = cx.req.headers();
+        let chunked = headers.contains_key(header::TRANSFER_ENCODING);
+        let length = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let Some(mut body) = cx.take_body() else {
+            return Ok(if chunked {
+                Input::Whole(Bytes::new())
+            } else {
+                Input::None
+            });
+        };
+        if !chunked {
+            return Ok(match length {
+                Some(n) if n > 0 => Input::Stream(body, n),
+                Some(_) => Input::Whole(Bytes::new()),
+                None => Input::None,
+            });
+        }
+        let mut all = BytesMut::new();
+        loop {
+            match next(&mut body).await {
+                Some(Ok(chunk)) => all.extend_from_slice(&chunk),
+                Some(Err(e)) => return Err(body_error(&e)),
+                None => return Ok(Input::Whole(all.freeze())),
+            }
+        }
+    }
+
+    /// `CONTENT_LENGTH`: `None` when the request has no body.
+    pub fn length(&self) -> Option<u64> {
+        match self {
+            Input::None => None,
+            Input::Stream(_, n) => Some(*n),
+            Input::Whole(b) => Some(b.len() as u64),
+        }
+    }
+}
+
+/// The next piece of a request body.
+pub async fn next(body: &mut RequestBody) -> Option<Result<Bytes, BodyError>> {
+    std::future::poll_fn(|c| Pin::new(&mut *body).poll_next(c)).await
+}
+
+/// The answer to a request body that failed while it was read: 413 over
+/// `max-body-size`, 400 otherwise (cut short, malformed chunks).
+pub fn body_error(e: &BodyError) -> HttpResponse {
+    error_response(match e {
+        BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    })
+}
+
+/// What a back end's answer becomes (RFC 3875 §6.2).
+pub enum Reply {
+    /// A response for the client (a document, a client redirect, an error,
+    /// or a file named by X-Sendfile).
+    Response(HttpResponse),
+    /// A local redirect: the core serves this path instead, as a GET (the
+    /// back end's body is dropped).
+    Internal,
+}
+
+/// Turns a parsed head and the body stream into the response:
+///
+/// - a local `Location` (a path, with no `Status`) is an internal redirect
+///   (RFC 3875 §6.2.2): the path is set on `cx` and the core resolves it
+///   again, as lighttpd does;
+/// - with `x-sendfile` on, `X-Accel-Redirect` is an internal redirect too,
+///   and `X-Sendfile` serves the file it names ([`XSendfile`]);
+/// - otherwise the status and fields of the head, with `body` streamed.
+pub fn respond<S, E>(cx: &mut Ctx<'_>, head: Head, body: S, sendfile: &XSendfile) -> Reply
+where
+    S: Stream<Item = Result<Bytes, E>> + 'static,
+    E: Into<Box<dyn std::error::Error>> + 'static,
+{
+    let accel = head.accel_redirect.as_ref().filter(|_| sendfile.is_on());
+    if let Some(path) = head.local_redirect.as_ref().or(accel) {
+        return match cx.redirect_internally(path) {
+            Ok(()) => Reply::Internal,
+            Err(_) => Reply::Response(error_response(StatusCode::INTERNAL_SERVER_ERROR)),
+        };
+    }
+    if let Some(r) = sendfile.serve(cx, &head) {
+        return Reply::Response(r);
+    }
+    let mut r = HttpResponse::build(head.status).streaming(body);
+    // the back end's Content-Type, not the builder's default
+    r.headers_mut().remove(header::CONTENT_TYPE);
+    for (k, v) in head.fields {
+        r.headers_mut().append(k, v);
+    }
+    Reply::Response(r)
+}
+
+impl Reply {
+    /// The response to return from the content handler: an internal
+    /// redirect's placeholder is never sent (the core sees the new path).
+    pub fn into_response(self) -> HttpResponse {
+        match self {
+            Reply::Response(r) => r,
+            Reply::Internal => HttpResponse::Ok()
+                .insert_header((header::CONTENT_LENGTH, HeaderValue::from_static("0")))
+                .finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn php() -> ScriptMap {
+        ScriptMap::new(vec![".php".into()], None, true, vec!["index.php".into()]).unwrap()
+    }
+
+    #[test]
+    fn a_path_splits_only_after_a_script_extension() {
+        let m = php();
+        let root = Path::new("/srv");
+        let r = |p| m.resolve(p, root).map(|s| (s.name, s.path_info));
+        assert_eq!(r("/index.php"), Some(("/index.php".into(), String::new())));
+        assert_eq!(
+            r("/a/index.php/more/x"),
+            Some(("/a/index.php".into(), "/more/x".into()))
+        );
+        // never at evil.jpg
+        assert_eq!(
+            r("/uploads/evil.jpg/x.php"),
+            Some(("/uploads/evil.jpg/x.php".into(), String::new()))
+        );
+        assert_eq!(r("/style.css"), None);
+        assert_eq!(
+            m.resolve("/a/b.php", root).unwrap().filename,
+            Path::new("/srv/a/b.php")
+        );
+    }
+
+    #[test]
+    fn a_mounted_application_takes_every_path() {
+        let m = ScriptMap::new(vec![], Some("/app".into()), true, vec![]).unwrap();
+        let s = m.resolve("/app/users/1", Path::new("/srv")).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.path_info.as_str()),
+            ("/app", "/users/1")
+        );
+        assert!(!m.missing(&s), "no check-local for a mount");
+        let root = ScriptMap::new(vec![], Some(String::new()), true, vec![]).unwrap();
+        let s = root.resolve("/x", Path::new("/srv")).unwrap();
+        assert_eq!((s.name.as_str(), s.path_info.as_str()), ("", "/x"));
+        // a path outside the mount (another rule sent it here) is all path info
+        let s = m.resolve("/application", Path::new("/srv")).unwrap();
+        assert_eq!(s.path_info, "/application");
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        assert!(ScriptMap::new(vec!["php".into()], None, true, vec![]).is_err());
+        assert!(ScriptMap::new(vec![], None, true, vec!["a/b".into()]).is_err());
+        assert!(ScriptMap::new(vec![], Some("/app/".into()), true, vec![]).is_err());
+        assert!(ScriptMap::new(vec![], Some("app".into()), true, vec![]).is_err());
+    }
+}

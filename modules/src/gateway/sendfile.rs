@@ -1,0 +1,145 @@
+//! X-Sendfile: a back end answers with a header naming a file, and the
+//! server sends that file itself (lighttpd `x-sendfile` with
+//! `X-Sendfile`/`X-LIGHTTPD-send-file`, Cherokee's `xsendfile`, nginx
+//! `X-Accel-Redirect`).
+//!
+//! - `X-Sendfile: /abs/path` (and `X-LIGHTTPD-send-file`): the file is
+//!   served through `static-file` (open-file cache, validators, conditional
+//!   requests, Range) when it lies inside one of `x-sendfile-docroot`
+//!   (default: the vhost's document root). A path outside them, relative, or
+//!   with `.`/`..` segments is refused with 403 and logged, as lighttpd does;
+//!   a missing file is 404.
+//! - `X-Accel-Redirect: /url/path`: an internal redirect to that path of the
+//!   same vhost (nginx), which its rules and modules then serve.
+//!
+//! The back end's other fields (`Content-Disposition`, `Cache-Control`,
+//! `Set-Cookie`, its `Content-Type`) are kept on a 200 or 206 for the file;
+//! its body is dropped. Without `x-sendfile` the fields are dropped and the
+//! back end's answer is sent as it is (never a path to the client).
+
+use std::path::{Path, PathBuf};
+
+use tessera_core::actix_web::http::header;
+use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::HttpResponse;
+use tessera_core::response::error_response;
+use tessera_core::Ctx;
+
+use super::Head;
+use crate::static_file::StaticFile;
+
+/// The X-Sendfile settings of one back-end module instance.
+pub struct XSendfile {
+    /// `(directory, its server)`; empty when `x-sendfile` is off.
+    roots: Vec<(PathBuf, StaticFile)>,
+}
+
+impl XSendfile {
+    /// Off, or on for files inside `docroots` (absolute directories that
+    /// exist; default `[document_root]` when empty). Errors: the key and why,
+    /// for the configuration error.
+    pub fn new(on: bool, docroots: &[PathBuf], document_root: &Path) -> Result<Self, String> {
+        if !on {
+            if !docroots.is_empty() {
+                return Err("x-sendfile-docroot: set, but x-sendfile is off".into());
+            }
+            return Ok(XSendfile { roots: Vec::new() });
+        }
+        let default = [document_root.to_path_buf()];
+        let list = if docroots.is_empty() {
+            &default[..]
+        } else {
+            docroots
+        };
+        let mut roots = Vec::new();
+        for d in list {
+            if !d.is_absolute() {
+                return Err(format!(
+                    "x-sendfile-docroot: \"{}\" is not an absolute path",
+                    d.display()
+                ));
+            }
+            let real = d
+                .canonicalize()
+                .map_err(|e| format!("x-sendfile-docroot: \"{}\": {e}", d.display()))?;
+            roots.push((real.clone(), StaticFile::for_directory(real)));
+        }
+        Ok(XSendfile { roots })
+    }
+
+    /// Whether X-Sendfile fields are honoured.
+    pub fn is_on(&self) -> bool {
+        !self.roots.is_empty()
+    }
+
+    /// The response for a head with `X-Sendfile`, when on; `None` to send
+    /// the back end's own answer.
+    pub fn serve(&self, cx: &Ctx<'_>, head: &Head) -> Option<HttpResponse> {
+        let named = head.sendfile.as_deref().filter(|_| self.is_on())?;
+        let Some((root, inner)) = self.inside(named) else {
+            tracing::warn!(
+                vhost = %cx.vhost.label(),
+                file = named,
+                "x-sendfile: refused: not inside x-sendfile-docroot"
+            );
+            return Some(error_response(StatusCode::FORBIDDEN));
+        };
+        let mut r = match root.serve_at(cx, &inner) {
+            Some(r) => r,
+            None => return Some(error_response(StatusCode::NOT_FOUND)),
+        };
+        if r.status() == StatusCode::OK || r.status() == StatusCode::PARTIAL_CONTENT {
+            for (k, v) in &head.fields {
+                if *k == header::CONTENT_TYPE {
+                    r.headers_mut().insert(k.clone(), v.clone());
+                } else {
+                    r.headers_mut().append(k.clone(), v.clone());
+                }
+            }
+        }
+        Some(r)
+    }
+
+    /// The docroot's server and the path inside it (`/`-prefixed) of an
+    /// absolute, clean file path; `None` when it is outside every docroot or
+    /// not clean.
+    fn inside(&self, named: &str) -> Option<(&StaticFile, String)> {
+        let p = Path::new(named);
+        if !p.is_absolute()
+            || named.contains('\0')
+            || named.split('/').any(|seg| seg == "." || seg == "..")
+        {
+            return None;
+        }
+        self.roots.iter().find_map(|(dir, server)| {
+            let rest = p.strip_prefix(dir).ok()?;
+            let rest = rest.to_str()?;
+            (!rest.is_empty()).then(|| (server, format!("/{rest}")))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_clean_paths_inside_a_docroot() {
+        let dir = std::env::temp_dir();
+        let x = XSendfile::new(true, &[], &dir).unwrap();
+        let real = dir.canonicalize().unwrap();
+        let inside = format!("{}/a/b.bin", real.display());
+        assert_eq!(x.inside(&inside).map(|(_, p)| p), Some("/a/b.bin".into()));
+        assert!(x
+            .inside(&format!("{}/../etc/passwd", real.display()))
+            .is_none());
+        assert!(x.inside(&format!("{}/./a", real.display())).is_none());
+        assert!(x.inside("/etc/passwd").is_none());
+        assert!(x.inside("relative/a").is_none());
+        assert!(x.inside(&format!("{}", real.display())).is_none());
+        // a sibling whose name starts the same is outside
+        assert!(x.inside(&format!("{}-other/a", real.display())).is_none());
+        assert!(XSendfile::new(true, &[PathBuf::from("rel")], &dir).is_err());
+        assert!(XSendfile::new(false, std::slice::from_ref(&dir), &dir).is_err());
+    }
+}
