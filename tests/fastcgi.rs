@@ -334,3 +334,159 @@ fn php_fpm_on_a_unix_socket_runs_the_scripts() {
     let r = Response::parse(&s.raw(&req), false);
     assert_eq!(r.text(), format!("200000 {}", md5_hex(&body)));
 }
+
+/// A php-fpm site with the status module on `/server-status`; `upstream`
+/// holds extra `[[upstream]]` keys and `fastcgi` extra `[vhost.fastcgi]` keys.
+fn fpm_site(fpm: &Fpm, upstream: &str, fastcgi: &str) -> Server {
+    Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"php\"\nservers = [\"unix:{}\"]\n{upstream}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"fastcgi\", \"static-file\"]\n[vhost.fastcgi]\nupstream = \"php\"\n{fastcgi}\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/server-status\" }}\n[vhost.rule.status]\nallow = [\"127.0.0.1\"]\n",
+            fpm.socket.display()
+        ),
+        |w| {
+            w.write("www/hello.php", "<?php echo 'hello';");
+            w.write("www/plain.txt", "plain text\n");
+            w.write(
+                "www/send.php",
+                "<?php header('X-Sendfile: ' . $_GET['f']); header('Content-Disposition: attachment; filename=\"f.bin\"'); echo 'BODY FROM PHP';",
+            );
+            w.write(
+                "www/accel.php",
+                "<?php header('X-Accel-Redirect: /plain.txt'); echo 'BODY FROM PHP';",
+            );
+            w.write(
+                "www/local.php",
+                "<?php header('Location: /plain.txt', true, 200); echo 'dropped';",
+            );
+            w.write("www/loop.php", "<?php header('Location: /loop.php', true, 200);");
+            let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+            w.write("files/big.bin", data);
+            w.write("secret/key.txt", "secret");
+        },
+    )
+}
+
+/// `connections-open` and `connections-idle` of the upstream's server.
+fn pool_figures(s: &Server) -> (u64, u64, u64) {
+    let text = s.get("/server-status").text();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("upstream php server"))
+        .unwrap_or_else(|| panic!("no upstream line in {text}"));
+    let get = |k: &str| -> u64 {
+        line.split(' ')
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {line}"))
+    };
+    (
+        get("requests"),
+        get("connections-open"),
+        get("connections-idle"),
+    )
+}
+
+#[test]
+fn connections_to_php_fpm_are_kept_and_reused() {
+    let d = crate::util::TempDir::new("fpm-keep");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(&fpm, "", "");
+    for _ in 0..5 {
+        assert_eq!(s.get("/hello.php").text(), "hello");
+    }
+    // FCGI_KEEP_CONN: one connection carried all five, and waits idle
+    assert_eq!(pool_figures(&s), (5, 1, 1));
+    // keepalive = 0: no FCGI_KEEP_CONN, php-fpm closes, nothing is kept
+    let s = fpm_site(&fpm, "keepalive = 0", "");
+    for _ in 0..3 {
+        assert_eq!(s.get("/hello.php").text(), "hello");
+    }
+    assert_eq!(pool_figures(&s), (3, 0, 0));
+}
+
+#[test]
+fn x_sendfile_serves_files_inside_the_docroot_only() {
+    let d = crate::util::TempDir::new("fpm-xsendfile");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(
+        &fpm,
+        "",
+        "x-sendfile = true\nx-sendfile-docroot = [\"files\"]",
+    );
+    let files = s
+        .root()
+        .parent()
+        .unwrap()
+        .join("files")
+        .canonicalize()
+        .unwrap();
+    let big = files.join("big.bin");
+    let data = std::fs::read(&big).unwrap();
+    let q = |p: &std::path::Path| format!("/send.php?f={}", p.display());
+    let r = s.get(&q(&big));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, data, "the file, not PHP's body");
+    assert_eq!(
+        r.header("content-disposition"),
+        Some("attachment; filename=\"f.bin\""),
+        "the back end's other fields are kept"
+    );
+    assert!(
+        r.header("x-sendfile").is_none(),
+        "the path never reaches the client"
+    );
+    // static-file's Range and validators
+    let r = s.req("GET", &q(&big), &["Range: bytes=10-19"]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, &data[10..20]);
+    let etag = r.header("etag").expect("an ETag").to_string();
+    let r = s.req("GET", &q(&big), &[&format!("If-None-Match: {etag}")]);
+    assert_eq!(r.status, 304);
+    // outside x-sendfile-docroot, or climbing out of it: 403, logged
+    let secret = s
+        .root()
+        .parent()
+        .unwrap()
+        .join("secret/key.txt")
+        .canonicalize()
+        .unwrap();
+    let r = s.get(&q(&secret));
+    assert_eq!(r.status, 403);
+    assert!(!r.text().contains("secret"));
+    let climb = format!("{}/../secret/key.txt", files.display());
+    assert_eq!(s.get(&format!("/send.php?f={climb}")).status, 403);
+    assert!(s.stderr().contains("x-sendfile: refused"), "{}", s.stderr());
+    // a missing file inside it: 404
+    assert_eq!(s.get(&q(&files.join("none.bin"))).status, 404);
+    // X-Accel-Redirect: the URL path is served instead
+    let r = s.get("/accel.php");
+    assert_eq!((r.status, r.text().as_str()), (200, "plain text\n"));
+}
+
+#[test]
+fn without_x_sendfile_the_header_is_dropped_and_the_body_sent() {
+    let d = crate::util::TempDir::new("fpm-no-xsendfile");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(&fpm, "", "");
+    let r = s.get("/send.php?f=/etc/passwd");
+    assert_eq!((r.status, r.text().as_str()), (200, "BODY FROM PHP"));
+    assert!(r.header("x-sendfile").is_none());
+    let r = s.get("/accel.php");
+    assert_eq!(r.text(), "BODY FROM PHP");
+}
+
+#[test]
+fn a_local_location_is_an_internal_redirect() {
+    let d = crate::util::TempDir::new("fpm-local");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(&fpm, "", "");
+    // RFC 3875 §6.2.2: the client gets /plain.txt itself, not a redirect
+    let r = s.get("/local.php");
+    assert_eq!((r.status, r.text().as_str()), (200, "plain text\n"));
+    assert!(r.header("location").is_none());
+    // a POST continues as a GET (static-file would answer 405 otherwise)
+    let r = s.req("POST", "/local.php", &["Content-Length: 0"]);
+    assert_eq!((r.status, r.text().as_str()), (200, "plain text\n"));
+    // a redirect loop ends with 500
+    assert_eq!(s.get("/loop.php").status, 500);
+}

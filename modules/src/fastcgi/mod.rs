@@ -100,8 +100,9 @@ pub struct FastCgiConfig {
     /// in answers. Default false (lighttpd `x-sendfile`).
     #[serde(default)]
     pub x_sendfile: bool,
-    /// Directories X-Sendfile may serve from. Default: the document root
-    /// (lighttpd `x-sendfile-docroot`).
+    /// Directories X-Sendfile may serve from, relative ones from the
+    /// configuration's directory. Default: the document root (lighttpd
+    /// `x-sendfile-docroot`).
     #[serde(default)]
     pub x_sendfile_docroot: Vec<PathBuf>,
 }
@@ -173,6 +174,7 @@ impl ModuleDecl for FastCgi {
                 cfg.x_sendfile,
                 &cfg.x_sendfile_docroot,
                 &cx.vhost.document_root,
+                cx.config_dir,
             )?,
             alive: Arc::new(()),
         })
@@ -306,6 +308,7 @@ impl FastCgi {
             done: false,
             upstream: self.upstream.name.clone(),
             got_any: false,
+            keep: self.keep_conn,
         };
         match tokio::time::timeout(limits.read, answer.head()).await {
             Ok(Ok(h)) => Ok((h, answer)),
@@ -365,6 +368,8 @@ struct Answer {
     upstream: String,
     /// Any byte came from the application.
     got_any: bool,
+    /// The request asked the application to keep the connection.
+    keep: bool,
 }
 
 /// The application broke off or stalled while its body was being sent.
@@ -397,7 +402,7 @@ impl Answer {
     fn end(&mut self) {
         self.done = true;
         if let Some(l) = self.lease.take() {
-            if self.buf.is_empty() {
+            if self.keep && self.buf.is_empty() {
                 l.release();
             }
         }

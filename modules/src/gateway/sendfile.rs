@@ -35,10 +35,15 @@ pub struct XSendfile {
 }
 
 impl XSendfile {
-    /// Off, or on for files inside `docroots` (absolute directories that
-    /// exist; default `[document_root]` when empty). Errors: the key and why,
-    /// for the configuration error.
-    pub fn new(on: bool, docroots: &[PathBuf], document_root: &Path) -> Result<Self, String> {
+    /// Off, or on for files inside `docroots` (existing directories,
+    /// relative ones taken from `config_dir`; default `[document_root]` when
+    /// empty). Errors: the key and why, for the configuration error.
+    pub fn new(
+        on: bool,
+        docroots: &[PathBuf],
+        document_root: &Path,
+        config_dir: &Path,
+    ) -> Result<Self, String> {
         if !on {
             if !docroots.is_empty() {
                 return Err("x-sendfile-docroot: set, but x-sendfile is off".into());
@@ -53,13 +58,8 @@ impl XSendfile {
         };
         let mut roots = Vec::new();
         for d in list {
-            if !d.is_absolute() {
-                return Err(format!(
-                    "x-sendfile-docroot: \"{}\" is not an absolute path",
-                    d.display()
-                ));
-            }
-            let real = d
+            let real = config_dir
+                .join(d)
                 .canonicalize()
                 .map_err(|e| format!("x-sendfile-docroot: \"{}\": {e}", d.display()))?;
             roots.push((real.clone(), StaticFile::for_directory(real)));
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn only_clean_paths_inside_a_docroot() {
         let dir = std::env::temp_dir();
-        let x = XSendfile::new(true, &[], &dir).unwrap();
+        let x = XSendfile::new(true, &[], &dir, &dir).unwrap();
         let real = dir.canonicalize().unwrap();
         let inside = format!("{}/a/b.bin", real.display());
         assert_eq!(x.inside(&inside).map(|(_, p)| p), Some("/a/b.bin".into()));
@@ -139,7 +139,7 @@ mod tests {
         assert!(x.inside(&format!("{}", real.display())).is_none());
         // a sibling whose name starts the same is outside
         assert!(x.inside(&format!("{}-other/a", real.display())).is_none());
-        assert!(XSendfile::new(true, &[PathBuf::from("rel")], &dir).is_err());
-        assert!(XSendfile::new(false, std::slice::from_ref(&dir), &dir).is_err());
+        assert!(XSendfile::new(true, &[PathBuf::from("no-such-dir-here")], &dir, &dir).is_err());
+        assert!(XSendfile::new(false, std::slice::from_ref(&dir), &dir, &dir).is_err());
     }
 }
