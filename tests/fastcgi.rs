@@ -490,3 +490,155 @@ fn a_local_location_is_an_internal_redirect() {
     // a redirect loop ends with 500
     assert_eq!(s.get("/loop.php").status, 500);
 }
+
+/// A site whose PHP is php-cgi spawned by Tessera (`[upstream.spawn]`,
+/// lighttpd's `bin-path`) with `procs` processes on Unix sockets in the
+/// test directory.
+fn spawned_config(dir: &std::path::Path, procs: usize, children: &str) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"php\"\nservers = [\"unix:{}/php.sock\"]\n[upstream.spawn]\nbin-path = \"/usr/bin/php-cgi -d session.save_path=/tmp\"\nmax-procs = {procs}\nbin-environment = {{ PHP_FCGI_CHILDREN = \"{children}\", APP_MODE = \"spawned\" }}\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"fastcgi\", \"static-file\"]\n[vhost.fastcgi]\nupstream = \"php\"\n",
+        dir.display()
+    )
+}
+
+/// `php-cgi` processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ..."
+        let Some((comm, rest)) = stat.split_once(") ") else {
+            continue;
+        };
+        let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if comm.ends_with("(php-cgi") && ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+}
+
+#[test]
+fn php_cgi_spawned_by_tessera_runs_restarts_reloads_and_stops() {
+    assert!(
+        std::path::Path::new("/usr/bin/php-cgi").exists(),
+        "php-cgi is not installed (apt-get install php-cgi)"
+    );
+    let d = crate::util::TempDir::new("spawn");
+    let s = Server::start(&spawned_config(d.path(), 2, "1"), |w| {
+        w.write(
+            "www/who.php",
+            "<?php echo getenv('APP_MODE'), ' ', getmypid();",
+        );
+    });
+    let pid_of = |r: &Response| -> u32 {
+        let t = r.text();
+        let (mode, pid) = t.split_once(' ').unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(mode, "spawned", "bin-environment reaches PHP");
+        pid.parse().unwrap()
+    };
+    // two processes, each on its own socket, balanced round-robin
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let r = s.get("/who.php");
+        assert_eq!(r.status, 200, "{} {}", r.text(), s.stderr());
+        seen.insert(pid_of(&r));
+    }
+    assert_eq!(seen.len(), 2, "both php-cgi processes answered: {seen:?}");
+    for i in 0..2 {
+        assert!(d.path().join(format!("php.sock-{i}")).exists());
+    }
+    let parents = children_of(s.pid());
+    assert_eq!(parents.len(), 2, "two php-cgi processes under Tessera");
+    // a process that crashes is started again
+    let victim = parents[0];
+    assert!(Command::new("kill")
+        .args(["-KILL", "--", &format!("-{victim}")])
+        .status()
+        .unwrap()
+        .success());
+    let mut back = false;
+    for _ in 0..250 {
+        let now = children_of(s.pid());
+        if now.len() == 2 && !now.contains(&victim) {
+            back = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(back, "the killed process was not restarted: {}", s.stderr());
+    for _ in 0..4 {
+        assert_eq!(s.get("/who.php").status, 200);
+    }
+    assert!(s.stderr().contains("starting it again"), "{}", s.stderr());
+    // a reload that does not change them keeps them
+    let before = children_of(s.pid());
+    s.reload(None);
+    assert_eq!(children_of(s.pid()), before, "unchanged processes are kept");
+    // one that changes them replaces them
+    s.reload(Some(&spawned_config(d.path(), 1, "2")));
+    let mut replaced = Vec::new();
+    for _ in 0..250 {
+        replaced = children_of(s.pid());
+        if replaced.len() == 1 && before.iter().all(|p| !alive(*p)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(replaced.len(), 1, "max-procs = 1 after the reload");
+    assert!(
+        before.iter().all(|p| !alive(*p)),
+        "the old processes stopped"
+    );
+    assert_eq!(s.get("/who.php").status, 200);
+    // shutdown stops them, with the children php-cgi forked
+    let last = replaced[0];
+    let forked = children_of(last);
+    assert_eq!(forked.len(), 2, "PHP_FCGI_CHILDREN = 2");
+    s.stop();
+    for p in std::iter::once(last).chain(forked) {
+        assert!(!alive(p), "php-cgi {p} outlived Tessera");
+    }
+    assert!(
+        !d.path().join("php.sock-0").exists(),
+        "the socket is removed"
+    );
+}
+
+#[test]
+fn a_spawn_table_that_cannot_work_is_a_configuration_error() {
+    let d = crate::util::TempDir::new("spawn-bad");
+    let conf = d.write(
+        "server.toml",
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[[upstream]]\nname = \"php\"\nservers = [\"unix:/tmp/x.sock\", \"unix:/tmp/y.sock\"]\n[upstream.spawn]\nbin-path = \"/usr/bin/php-cgi\"\n\n[[vhost]]\ndefault = true\ndocument-root = \".\"\nmodules = [\"fastcgi\"]\n[vhost.fastcgi]\nupstream = \"php\"\n",
+    );
+    let out = crate::util::check_config(&conf);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("upstream[0].servers") && err.contains("exactly one"),
+        "{err}"
+    );
+    d.write(
+        "server.toml",
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[[upstream]]\nname = \"php\"\nservers = [\"unix:/tmp/x.sock\"]\n[upstream.spawn]\nbin-path = \"/nonexistent/php-cgi\"\n\n[[vhost]]\ndefault = true\ndocument-root = \".\"\nmodules = [\"fastcgi\"]\n[vhost.fastcgi]\nupstream = \"php\"\n",
+    );
+    let out = crate::util::check_config(&conf);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("upstream[0].spawn.bin-path") && err.contains("/nonexistent/php-cgi"),
+        "{err}"
+    );
+}

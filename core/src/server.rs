@@ -193,6 +193,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             engine_shutdown,
         )
     });
+    crate::upstream::spawn::reconcile(&cfg.upstreams).map_err(std::io::Error::other)?;
     crate::upstream::start_health_checks(&cfg.upstreams);
     let hup = signal(SignalKind::hangup())?;
     let usr1 = signal(SignalKind::user_defined1())?;
@@ -265,6 +266,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         Ok(())
     };
     rt.current.load().shutdown();
+    crate::upstream::spawn::stop_all();
     if let Some(p) = &opts.pid_file {
         let _ = std::fs::remove_file(p);
     }

@@ -89,6 +89,10 @@ impl Runtime {
             restart.push("server.listen-proxy-protocol");
         }
         self.sni.replace(new.tls.clone());
+        if let Err(e) = crate::upstream::spawn::reconcile(&new.upstreams) {
+            // the supervisor keeps trying to listen and start it
+            tracing::error!("reload: {e}");
+        }
         crate::upstream::start_health_checks(&new.upstreams);
         self.current.store(Arc::new(new));
         let generation = crate::stats::global()

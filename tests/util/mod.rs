@@ -195,6 +195,33 @@ impl Server {
         self.stop()
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes `config` (when given) over `server.toml`, sends SIGHUP, and
+    /// waits (polling its log, at most 10 s) until the reload is logged.
+    pub fn reload(&self, config: Option<&str>) {
+        let done = |s: &str| s.matches("configuration reloaded").count();
+        let before = done(&self.stderr());
+        if let Some(c) = config {
+            self.dir.write("server.toml", c);
+        }
+        assert!(Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success());
+        for _ in 0..500 {
+            if done(&self.stderr()) > before {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no reload logged: {}", self.stderr());
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }

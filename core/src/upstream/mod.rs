@@ -10,6 +10,7 @@
 //! to the module that speaks the protocol.
 
 pub mod pool;
+pub mod spawn;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -92,6 +93,12 @@ pub struct UpstreamConfig {
     /// Seconds between active checks. Default 5.
     #[serde(default = "five")]
     pub health_interval: u64,
+    /// Processes Tessera starts and keeps running for this upstream
+    /// (lighttpd `bin-path`); it then needs exactly one server, the first
+    /// of the processes' addresses. Default: none (the servers run on
+    /// their own).
+    #[serde(default)]
+    pub spawn: Option<spawn::SpawnConfig>,
 }
 
 fn one() -> u32 {
@@ -523,9 +530,23 @@ impl Upstreams {
             if c.servers.is_empty() {
                 return Err((at("servers"), "needs at least one server".into()));
             }
-            let mut servers = Vec::new();
+            let mut addresses = Vec::new();
             for s in &c.servers {
-                let address = parse_address(s).map_err(|r| (at("servers"), r))?;
+                addresses.push(parse_address(s).map_err(|r| (at("servers"), r))?);
+            }
+            if let Some(spawn) = &c.spawn {
+                if addresses.len() != 1 {
+                    return Err((
+                        at("servers"),
+                        "with spawn, give exactly one server: the first process's address".into(),
+                    ));
+                }
+                addresses = spawn
+                    .addresses(&addresses[0])
+                    .map_err(|(k, r)| (at(&k), r))?;
+            }
+            let mut servers = Vec::new();
+            for address in addresses {
                 servers.push(Server {
                     address,
                     fails: AtomicU32::new(0),
@@ -604,6 +625,7 @@ mod tests {
             max_connections: 100,
             health_check: None,
             health_interval: 5,
+            spawn: None,
         }])
         .unwrap()
     }
