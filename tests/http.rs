@@ -14,6 +14,7 @@ mod engine;
 mod error_pages;
 mod fastcgi;
 mod fuzz_corpus;
+mod health;
 mod import;
 mod lifecycle;
 mod plugins;

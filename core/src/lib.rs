@@ -29,6 +29,7 @@ pub mod context;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod h1;
+pub mod health;
 pub mod module;
 pub mod path;
 pub mod pipeline;

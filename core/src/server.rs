@@ -89,6 +89,12 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 }
                 let flight = clock.and_then(|c| c.start());
                 let cfg = rt.current.load();
+                if let Some(mut res) = crate::health::answer(&cfg.server, &req) {
+                    if let Some(f) = flight {
+                        res = f.track(res);
+                    }
+                    return HandleFuture::Ready(Some(ServiceResponse::new(req, res)));
+                }
                 let (blocks, later) = vhost_needs(&cfg, &req);
                 if blocks {
                     let cfg = arc_swap::Guard::into_inner(cfg);
@@ -231,38 +237,42 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         cfg.file.display()
     );
     drop(cfg);
-    let result = if actix_sockets > 0 {
-        // actix-server owns the signals; its graceful shutdown is the engine's
-        let graceful = listeners.shutdown.clone();
-        let stop = stop_engine.clone();
-        actix_rt::spawn(async move {
-            graceful.notified().await;
-            stop.start();
-        });
-        let result = builder.run().await;
-        if let Some(r) = running {
-            // a graceful stop (SIGTERM) drains; after SIGINT or SIGQUIT the
-            // process ends at once
-            let graceful = tokio::select! {
-                biased;
-                () = listeners.shutdown.notified() => true,
-                () = std::future::ready(()) => false,
-            };
-            if graceful {
-                stop_engine.start();
-                r.finished().await;
-            }
+    // Tessera takes the stop signals itself for both kinds of listener, so
+    // that a graceful stop can drain first (crate::health).
+    let server = (actix_sockets > 0).then(|| builder.disable_signals().run());
+    let handle = server.as_ref().map(actix_server::Server::handle);
+    let mut server_done = std::pin::pin!(async move {
+        match server {
+            Some(s) => s.await,
+            None => std::future::pending().await,
         }
-        result
+    });
+    let graceful = tokio::select! {
+        g = stop_signals(&rt) => g?,
+        r = &mut server_done => {
+            // actix-server ended by itself (it failed to start a worker)
+            rt.current.load().shutdown();
+            return r;
+        }
+    };
+    if graceful {
+        stop_engine.start();
+    }
+    let actix = async {
+        if let Some(h) = &handle {
+            h.stop(graceful).await;
+        }
+    };
+    let engine = async {
+        // after SIGINT or SIGQUIT the process ends at once
+        if let (true, Some(r)) = (graceful, running) {
+            r.finished().await;
+        }
+    };
+    tokio::join!(actix, engine);
+    let result = if handle.is_some() {
+        server_done.await
     } else {
-        drop(builder);
-        let graceful = stop_signals().await?;
-        if let Some(r) = running {
-            if graceful {
-                stop_engine.start();
-                r.finished().await;
-            }
-        }
         Ok(())
     };
     rt.current.load().shutdown();
@@ -316,17 +326,43 @@ fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
     Ok(out)
 }
 
-/// Waits for a stop signal when actix-server, which handles them otherwise,
-/// has no listener: SIGTERM stops gracefully (`true`), SIGINT and SIGQUIT at
-/// once (`false`), as actix-server and nginx do.
-async fn stop_signals() -> std::io::Result<bool> {
+/// Waits for a stop signal: SIGTERM stops gracefully (`true`), SIGINT and
+/// SIGQUIT at once (`false`), as actix-server and nginx do. After SIGTERM
+/// the readiness endpoint answers 503 and the server keeps serving for
+/// `drain-delay` seconds first (ended early by another signal; SIGINT or
+/// SIGQUIT then stop at once).
+async fn stop_signals(rt: &Runtime) -> std::io::Result<bool> {
     use actix_rt::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut quit = signal(SignalKind::quit())?;
-    Ok(tokio::select! {
+    let graceful = tokio::select! {
         _ = term.recv() => {
             tracing::info!("SIGTERM received; starting graceful shutdown");
+            true
+        }
+        _ = int.recv() => {
+            tracing::info!("SIGINT received; stopping");
+            false
+        }
+        _ = quit.recv() => {
+            tracing::info!("SIGQUIT received; stopping");
+            false
+        }
+    };
+    if !graceful {
+        return Ok(false);
+    }
+    crate::health::start_draining();
+    let delay = rt.current.load().server.drain_delay;
+    if delay == 0 {
+        return Ok(true);
+    }
+    tracing::info!("draining for {delay} s (drain-delay) before the graceful shutdown");
+    Ok(tokio::select! {
+        () = actix_rt::time::sleep(Duration::from_secs(delay)) => true,
+        _ = term.recv() => {
+            tracing::info!("SIGTERM received again; graceful shutdown now");
             true
         }
         _ = int.recv() => {

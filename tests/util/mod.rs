@@ -195,6 +195,22 @@ impl Server {
         self.stop()
     }
 
+    /// Waits (polling, at most `limit`) for the process to exit by itself.
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "still running after {limit:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -92,7 +92,8 @@ pub struct ServerSettings {
     pub max_request_header_size: usize,
     /// Largest request body announced by Content-Length, in bytes; larger is 413
     /// (RFC 9110 §15.5.14). Default 1 MiB (nginx `client_max_body_size`).
-    /// Bodies are never read by the built-in modules.
+    /// Applies to bodies read by content handlers (`proxy`, `fastcgi`, ...)
+    /// as they stream, chunked ones included.
     #[serde(default = "default_max_body", alias = "max_body_size")]
     pub max_body_size: u64,
     /// Proxies and load balancers whose word on the client address is
@@ -129,6 +130,23 @@ pub struct ServerSettings {
     /// actix-http.
     #[serde(default, alias = "http1_engine")]
     pub http1_engine: Http1Engine,
+    /// A path (`"/livez"`) answered 200 on every listener, for any Host, by
+    /// the server itself while it runs: the liveness probe of Kubernetes
+    /// and load balancers. Never in the access logs. Default: none.
+    #[serde(default)]
+    pub liveness_path: Option<String>,
+    /// A path (`"/readyz"`) answered 200 while the server takes requests and
+    /// 503 from the moment SIGTERM arrives (the readiness probe). Never in
+    /// the access logs. Default: none.
+    #[serde(default)]
+    pub readiness_path: Option<String>,
+    /// Seconds between SIGTERM and the start of the graceful shutdown, while
+    /// the server keeps serving and `readiness-path` answers 503, so that a
+    /// load balancer stops sending requests first (Kubernetes' preStop
+    /// convention). SIGINT, SIGQUIT or a second SIGTERM end the delay.
+    /// Default 0.
+    #[serde(default)]
+    pub drain_delay: u64,
 }
 
 /// `[server] http1-engine`.
@@ -612,6 +630,19 @@ fn load_plugins(
 }
 
 fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
+    for (key, p) in [
+        ("server.liveness-path", &s.liveness_path),
+        ("server.readiness-path", &s.readiness_path),
+    ] {
+        if let Some(p) = p {
+            if !p.starts_with('/') || p.contains(['?', '#', ' ']) {
+                return Err(e.at(key, format!("\"{p}\" is not a path like \"/readyz\"")));
+            }
+        }
+    }
+    if s.liveness_path.is_some() && s.liveness_path == s.readiness_path {
+        return Err(e.at("server.readiness-path", "must differ from liveness-path"));
+    }
     if s.max_request_headers == 0 || s.max_request_headers > crate::h1::head::MAX_HEADERS {
         return Err(e.at(
             "server.max-request-headers",
