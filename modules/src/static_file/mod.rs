@@ -212,7 +212,9 @@ impl Module for StaticFile {
     }
 
     fn content(&self, cx: &mut Ctx<'_>) -> Option<HttpResponse> {
-        let path = cx.path();
+        // Below the request's document root: the vhost's, or the one a
+        // request-phase module (alias, userdir, mass-vhost) set.
+        let path = cx.path_in_root();
         if !self.hidden_files && has_hidden_segment(path) {
             return Some(error_response(StatusCode::NOT_FOUND));
         }
@@ -223,13 +225,15 @@ impl Module for StaticFile {
                 }
             }
         }
-        if let Some(cache) = &self.cache {
-            if let Some(r) = self.cached_response(cache, cx, path) {
+        let key = self.cache.as_ref().and_then(|_| cx.resource_key());
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            if let Some(r) = self.cached_response(cache, cx, key) {
                 return Some(r);
             }
         }
-        let full = self.root.join(path.trim_start_matches('/'));
-        match resolve::open(&self.root, &full, self.symlinks) {
+        let root = cx.document_root();
+        let full = root.join(path.trim_start_matches('/'));
+        match resolve::open(root, &full, self.symlinks) {
             Resolved::NotFound => None,
             Resolved::Forbidden => Some(error_response(StatusCode::FORBIDDEN)),
             Resolved::Unavailable => Some(unavailable()),
@@ -237,18 +241,19 @@ impl Module for StaticFile {
                 if path.ends_with('/') {
                     return None;
                 }
-                Some(self.serve(cx, path, full, None, file, &meta, extension(path)))
+                let ext = extension(path);
+                Some(self.serve(cx, key.as_deref(), full, None, file, &meta, ext))
             }
             Resolved::Dir => {
                 if let Some(r) = method_check(cx) {
                     return Some(r);
                 }
-                if !path.ends_with('/') {
+                if !cx.path().ends_with('/') {
                     return Some(redirect_to_slash(cx));
                 }
                 for (i, name) in self.index_files.iter().enumerate() {
                     let index = full.join(name);
-                    match resolve::open(&self.root, &index, self.symlinks) {
+                    match resolve::open(root, &index, self.symlinks) {
                         Resolved::File(file, meta) => {
                             // A later index file is served only while no earlier
                             // one exists: a cached entry also checks the directory.
@@ -259,15 +264,8 @@ impl Module for StaticFile {
                                     .ok()
                                     .map(|m| (full.clone(), Identity::of(&m)))
                             };
-                            return Some(self.serve(
-                                cx,
-                                path,
-                                index,
-                                dir,
-                                file,
-                                &meta,
-                                extension(name),
-                            ));
+                            let ext = extension(name);
+                            return Some(self.serve(cx, key.as_deref(), index, dir, file, &meta, ext));
                         }
                         Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
                         Resolved::Unavailable => return Some(unavailable()),
@@ -276,6 +274,7 @@ impl Module for StaticFile {
                 }
                 // No index file: 403 unless a later handler (dir-listing)
                 // answers, as lighttpd and nginx without autoindex do.
+                drop(key);
                 cx.set_fallback_status(StatusCode::FORBIDDEN);
                 None
             }
@@ -410,7 +409,7 @@ impl StaticFile {
         let full = self.root.join(path.trim_start_matches('/'));
         match resolve::open(&self.root, &full, self.symlinks) {
             Resolved::File(file, meta) => {
-                Some(self.serve(cx, path, full, None, file, &meta, extension(path)))
+                Some(self.serve(cx, Some(path), full, None, file, &meta, extension(path)))
             }
             Resolved::Forbidden => Some(error_response(StatusCode::FORBIDDEN)),
             Resolved::Unavailable => Some(unavailable()),
@@ -449,12 +448,13 @@ impl StaticFile {
 
     /// Answers for a file resolved without the cache (`path` is its full path;
     /// `dir` the directory to check too, for a later index file), and caches
-    /// it unless it changed less than [`cache::RACY`] ago.
+    /// it under `key` ([`Ctx::resource_key`]; `None`: not cached) unless it
+    /// changed less than [`cache::RACY`] ago.
     #[allow(clippy::too_many_arguments)]
     fn serve(
         &self,
         cx: &Ctx<'_>,
-        key: &str,
+        key: Option<&str>,
         path: PathBuf,
         dir: Option<(PathBuf, Identity)>,
         file: File,
@@ -462,7 +462,7 @@ impl StaticFile {
         ext: Option<&str>,
     ) -> HttpResponse {
         let info = FileInfo::new(meta, self.mime.lookup(ext), self.etag, "");
-        let Some(cache) = &self.cache else {
+        let (Some(cache), Some(key)) = (&self.cache, key) else {
             return respond(cx, &info, Source::File(file), &[]);
         };
         let id = Identity::of(meta);
