@@ -200,10 +200,12 @@ impl<'a> Ctx<'a> {
     /// # Errors
     /// [`PrefixMismatch`] when `prefix` is not such a prefix of the path; the
     /// document root is then unchanged.
-    pub fn set_document_root(&mut self, root: Arc<Path>, prefix: &str) -> Result<(), PrefixMismatch> {
-        let p = prefix.trim_end_matches('/');
-        let rest = self.path.strip_prefix(p);
-        if !rest.is_some_and(|r| r.is_empty() || r.starts_with('/')) {
+    pub fn set_document_root(
+        &mut self,
+        root: Arc<Path>,
+        prefix: &str,
+    ) -> Result<(), PrefixMismatch> {
+        if crate::path::strip_segment_prefix(&self.path, prefix).is_none() {
             return Err(PrefixMismatch {
                 prefix: prefix.to_owned(),
                 path: self.path.to_string(),
@@ -211,7 +213,7 @@ impl<'a> Ctx<'a> {
         }
         self.root = Some(RootOverride {
             root,
-            strip: p.len(),
+            strip: prefix.trim_end_matches('/').len(),
         });
         Ok(())
     }
@@ -399,7 +401,10 @@ mod tests {
         assert_eq!(cx.path_in_root(), "/icons/x.png");
         assert_eq!(cx.root_prefix(), "");
         assert!(!cx.has_root_override());
-        assert!(matches!(cx.resource_key(), Some(Cow::Borrowed("/icons/x.png"))));
+        assert!(matches!(
+            cx.resource_key(),
+            Some(Cow::Borrowed("/icons/x.png"))
+        ));
     }
 
     #[test]

@@ -352,8 +352,7 @@ impl DirListing {
     /// missing, refused, too large or not UTF-8.
     fn notice(&self, root: &Path, dir: &Path, f: Option<&NoticeFile>) -> Option<String> {
         let f = f?;
-        let Resolved::File(file, meta) =
-            resolve::open(root, &dir.join(&f.name), self.symlinks)
+        let Resolved::File(file, meta) = resolve::open(root, &dir.join(&f.name), self.symlinks)
         else {
             return None;
         };
@@ -500,6 +499,7 @@ fn push_time(out: &mut String, secs: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use tessera_core::actix_web::body::MessageBody;
     use tessera_core::actix_web::test::TestRequest;
     use tessera_core::registry::SharedState;

@@ -38,7 +38,7 @@ use smallvec::smallvec;
 use tessera_core::actix_web::http::header::{self, HeaderName, HeaderValue};
 use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
-use tessera_core::response::error_response;
+use tessera_core::response::{error_response, redirect_to_slash};
 use tessera_core::rule::extension;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
@@ -265,7 +265,15 @@ impl Module for StaticFile {
                                     .map(|m| (full.clone(), Identity::of(&m)))
                             };
                             let ext = extension(name);
-                            return Some(self.serve(cx, key.as_deref(), index, dir, file, &meta, ext));
+                            return Some(self.serve(
+                                cx,
+                                key.as_deref(),
+                                index,
+                                dir,
+                                file,
+                                &meta,
+                                ext,
+                            ));
                         }
                         Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
                         Resolved::Unavailable => return Some(unavailable()),
@@ -296,33 +304,6 @@ fn method_check(cx: &Ctx<'_>) -> Option<HttpResponse> {
     };
     r.headers_mut().insert(header::ALLOW, ALLOW);
     Some(r)
-}
-
-/// 301 to the path with a trailing slash, the query kept (case B25), the path
-/// percent-encoded (case B26). The Location is absolute with the request's own
-/// host (not the listen address), relative when the request named no host.
-fn redirect_to_slash(cx: &Ctx<'_>) -> HttpResponse {
-    let mut loc = String::new();
-    if let Some(host) = cx.host() {
-        loc.push_str(if cx.req.app_config().secure() {
-            "https://"
-        } else {
-            "http://"
-        });
-        loc.push_str(host);
-    }
-    loc.push_str(&tessera_core::path::encode(cx.path()));
-    loc.push('/');
-    let q = cx.query();
-    if !q.is_empty() {
-        loc.push('?');
-        loc.push_str(q);
-    }
-    let mut r = error_response(StatusCode::MOVED_PERMANENTLY);
-    if let Ok(v) = HeaderValue::from_str(&loc) {
-        r.headers_mut().insert(header::LOCATION, v);
-    }
-    r
 }
 
 /// The modification time as an HTTP-date, truncated to seconds (RFC 9110 §8.8.2);
