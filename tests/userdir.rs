@@ -1,0 +1,183 @@
+//! `userdir` over real HTTP: `/~user/` from `basepath/user/public_html`
+//! (and `letterhomes`), exclude and include lists, the 301 for `/~user`,
+//! hostile names, static-file's rules inside the user's directory, and the
+//! password database when there is no `basepath`.
+
+use crate::util::Server;
+
+const MODULES: &str = "\"userdir\", \"static-file\", \"dir-listing\"";
+
+fn server() -> Server {
+    let extra = r#"
+[vhost.userdir]
+basepath = "homes"
+exclude-user = ["root"]
+"#;
+    Server::site(MODULES, extra, |d| {
+        d.write("homes/alice/public_html/index.html", "ALICE");
+        d.write("homes/alice/public_html/a b.txt", "SPACE");
+        d.write("homes/alice/public_html/.secret", "DOT");
+        d.write("homes/alice/notes.txt", "PRIVATE");
+        d.write("homes/root/public_html/x.txt", "ROOT");
+        d.write("homes/bob/public_html/sub/f.txt", "BOB");
+        d.write("homes/index.html", "HOMES");
+        d.write("www/index.html", "WWW");
+        std::os::unix::fs::symlink(
+            "../notes.txt",
+            d.path().join("homes/alice/public_html/notes"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            "../../bob/public_html/sub/f.txt",
+            d.path().join("homes/alice/public_html/bobs"),
+        )
+        .unwrap();
+    })
+}
+
+#[test]
+fn user_directories_are_served() {
+    let s = server();
+    assert_eq!(s.get("/~alice/").text(), "ALICE");
+    assert_eq!(s.get("/~alice/index.html").text(), "ALICE");
+    assert_eq!(s.get("/~alice/a%20b.txt").text(), "SPACE");
+    assert_eq!(s.get("/~bob/sub/f.txt").text(), "BOB");
+    // a directory without index file: dir-listing, with the URL path
+    let body = s.get("/~bob/sub/").text();
+    assert!(
+        body.contains("f.txt") && body.contains("/~bob/sub/"),
+        "{body}"
+    );
+    // the vhost's root for everything else
+    assert_eq!(s.get("/").text(), "WWW");
+}
+
+#[test]
+fn user_without_slash_gets_301() {
+    let s = server();
+    let r = s.get("/~alice");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("http://site.test/~alice/"));
+    let r = s.get("/~alice?x=1");
+    assert_eq!(r.header("location"), Some("http://site.test/~alice/?x=1"));
+    // and inside it, static-file's own slash redirect keeps the prefix
+    let r = s.get("/~bob/sub");
+    assert_eq!(r.header("location"), Some("http://site.test/~bob/sub/"));
+}
+
+#[test]
+fn excluded_unknown_and_invalid_users_pass_on() {
+    let s = server();
+    // root is excluded: its public_html is never served
+    for p in ["/~root/x.txt", "/~root/", "/~root"] {
+        let r = s.get(p);
+        assert_eq!(r.status, 404, "{p}");
+        assert_ne!(r.text(), "ROOT");
+    }
+    assert_eq!(s.get("/~carol/").status, 404, "no such directory");
+    // names that would climb or hide: the vhost's root, where nothing is
+    for p in [
+        "/~../",
+        "/~..",
+        "/~%2e%2e/",
+        "/~../index.html",
+        "/~./index.html",
+        "/~.alice/",
+        "/~-x/",
+        "/~/",
+    ] {
+        let r = s.get(p);
+        assert!(r.status == 404 || r.status == 400, "{p}: {}", r.status);
+        assert_ne!(r.text(), "HOMES", "{p}");
+    }
+}
+
+#[test]
+fn static_file_rules_apply_inside_the_user_directory() {
+    let s = server();
+    assert_eq!(s.get("/~alice/.secret").status, 404, "hidden file");
+    // a link out of public_html, even to the user's own home or another
+    // user's public_html, is refused under inside-root
+    assert_eq!(s.get("/~alice/notes").status, 403);
+    assert_eq!(s.get("/~alice/bobs").status, 403);
+    // normalized before userdir applies
+    assert_eq!(s.get("/~alice/../alice/notes.txt").status, 404);
+    assert_eq!(s.get("/~alice/%2e%2e/notes.txt").status, 404);
+    assert_eq!(s.get("/~alice/../../etc/passwd").status, 400);
+}
+
+#[test]
+fn include_list_and_letterhomes() {
+    let extra = r#"
+[vhost.userdir]
+basepath = "homes"
+letterhomes = true
+include-user = ["alice"]
+path = "web"
+"#;
+    let s = Server::site("\"userdir\", \"static-file\"", extra, |d| {
+        d.write("homes/a/alice/web/f.txt", "ALICE");
+        d.write("homes/b/bob/web/f.txt", "BOB");
+    });
+    assert_eq!(s.get("/~alice/f.txt").text(), "ALICE");
+    assert_eq!(s.get("/~bob/f.txt").status, 404, "not included");
+    assert_eq!(
+        s.get("/~bob").status,
+        404,
+        "not included: no redirect either"
+    );
+}
+
+/// A user from the password database whose home directory holds a small
+/// regular file that is not hidden: (user, file name, content).
+fn passwd_user_with_a_file() -> Option<(String, String, Vec<u8>)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    for line in passwd.lines() {
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() < 7 || f[0].starts_with(['.', '-']) || f[0].is_empty() {
+            continue;
+        }
+        let Ok(dir) = std::fs::read_dir(f[5]) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(m) = std::fs::metadata(e.path()) else {
+                continue;
+            };
+            if name.starts_with('.') || !m.is_file() || m.len() > 1 << 20 {
+                continue;
+            }
+            if !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            {
+                continue;
+            }
+            if let Ok(content) = std::fs::read(e.path()) {
+                return Some((f[0].to_owned(), name, content));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn password_database_gives_the_home() {
+    // Debian's system users have homes such as /bin (user `sync`, with
+    // /bin/sync) or /usr/sbin; serve one with `path = ""` (the home itself),
+    // following links as the home may be one (/bin -> usr/bin)
+    let Some((user, file, content)) = passwd_user_with_a_file() else {
+        eprintln!("no user with a readable home in /etc/passwd: skipped");
+        return;
+    };
+    let extra = format!(
+        "[vhost.userdir]\npath = \"\"\ninclude-user = [\"{user}\"]\n\
+         [vhost.static-file]\nfollow-symlinks = \"always\"\n"
+    );
+    let s = Server::site("\"userdir\", \"static-file\"", &extra, |_| {});
+    let r = s.get(&format!("/~{user}/{file}"));
+    assert_eq!(r.status, 200, "/~{user}/{file}");
+    assert!(r.body == content, "/~{user}/{file}: not the home's file");
+    assert_eq!(s.get("/~no-such-user-tessera/").status, 404);
+}
