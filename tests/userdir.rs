@@ -181,3 +181,53 @@ fn password_database_gives_the_home() {
     assert!(r.body == content, "/~{user}/{file}: not the home's file");
     assert_eq!(s.get("/~no-such-user-tessera/").status, 404);
 }
+
+#[test]
+fn fastcgi_runs_scripts_from_the_user_directory() {
+    // lighttpd's classic: PHP in ~/public_html. SCRIPT_NAME keeps the
+    // `/~user` prefix, SCRIPT_FILENAME and DOCUMENT_ROOT are in the home.
+    let Some(php) = crate::fastcgi::Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let config = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n\
+         [[upstream]]\nname = \"php\"\nservers = [\"127.0.0.1:{}\"]\n\n\
+         [[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\n\
+         modules = [\"userdir\", \"fastcgi\", \"static-file\"]\n\
+         [vhost.userdir]\nbasepath = \"homes\"\n\
+         [vhost.fastcgi]\nupstream = \"php\"\n",
+        php.port
+    );
+    let s = Server::start(&config, |d| {
+        d.write(
+            "homes/alice/public_html/info.php",
+            "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','SCRIPT_FILENAME','DOCUMENT_ROOT','PATH_INFO','PATH_TRANSLATED'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
+        );
+        d.write(
+            "homes/alice/public_html/index.php",
+            "<?php echo 'alice index';",
+        );
+        // where check-local would look with the vhost's root
+        d.write("www/~alice/missing.php", "<?php echo 'WRONG ROOT';");
+    });
+    let home = std::fs::canonicalize(s.dir.path().join("homes/alice/public_html")).unwrap();
+    let home = home.display();
+    let r = s.get("/~alice/info.php/more");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text = r.text();
+    let var = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {text}"))
+            .to_owned()
+    };
+    assert_eq!(var("SCRIPT_NAME"), "/~alice/info.php");
+    assert_eq!(var("SCRIPT_FILENAME"), format!("{home}/info.php"));
+    assert_eq!(var("DOCUMENT_ROOT"), home.to_string());
+    assert_eq!(var("PATH_INFO"), "/more");
+    assert_eq!(var("PATH_TRANSLATED"), format!("{home}/more"));
+    // the directory's index.php is looked up in the user's directory
+    assert_eq!(s.get("/~alice/").text(), "alice index");
+    // check-local looks there too
+    assert_eq!(s.get("/~alice/missing.php").status, 404);
+}
