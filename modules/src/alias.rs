@@ -74,7 +74,7 @@ impl ModuleDecl for Alias {
             let root = crate::doc_root::configured(&key, dir, cx.config_dir)?;
             entries.push((trimmed.into(), root));
         }
-        entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        entries.sort_by_key(|e| std::cmp::Reverse(e.0.len()));
         Ok(Alias { entries })
     }
 }

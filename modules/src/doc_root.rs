@@ -48,11 +48,14 @@ pub fn configured(key: &str, value: &str, config_dir: &Path) -> Result<Arc<Path>
 /// Most paths kept (4096); when full, the cache is emptied and refills.
 pub const MAX_ROOTS: usize = 4096;
 
+/// What is kept of one computed root: device, inode, canonical form.
+type Known = (u64, u64, Arc<Path>);
+
 /// Computed document root -> (device, inode, canonical form), shared by the
 /// workers of one module instance.
 #[derive(Default)]
 pub struct RootCache {
-    map: RwLock<HashMap<PathBuf, (u64, u64, Arc<Path>)>>,
+    map: RwLock<HashMap<PathBuf, Known>>,
 }
 
 impl RootCache {
