@@ -30,14 +30,7 @@ pub fn error_response(status: StatusCode) -> HttpResponse {
 /// request named no host (HTTP/1.0).
 pub fn redirect_to_slash(cx: &crate::Ctx<'_>) -> HttpResponse {
     let mut loc = String::new();
-    if let Some(host) = cx.host() {
-        loc.push_str(if cx.req.app_config().secure() {
-            "https://"
-        } else {
-            "http://"
-        });
-        loc.push_str(host);
-    }
+    push_origin(cx, &mut loc);
     loc.push_str(&crate::path::encode(cx.path()));
     loc.push('/');
     let q = cx.query();
@@ -50,4 +43,20 @@ pub fn redirect_to_slash(cx: &crate::Ctx<'_>) -> HttpResponse {
         r.headers_mut().insert(header::LOCATION, v);
     }
     r
+}
+
+/// Appends the request's own origin to `loc`: `http://HOST` or
+/// `https://HOST` (TLS), HOST as the request named it, port included; nothing
+/// when the request named no host (HTTP/1.0 without `Host`), so that the
+/// `Location` built on it stays relative. For `Location`s of redirects
+/// (static-file's slash redirect, `redirect`, `userdir`).
+pub fn push_origin(cx: &crate::Ctx<'_>, loc: &mut String) {
+    if let Some(host) = cx.host() {
+        loc.push_str(if cx.req.app_config().secure() {
+            "https://"
+        } else {
+            "http://"
+        });
+        loc.push_str(host);
+    }
 }

@@ -127,31 +127,16 @@ impl Module for Alias {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
-    use tessera_core::vhost::VhostInfo;
+    use crate::doc_root::testing;
 
     fn build(dir: &Path, paths: &[(&str, &str)]) -> Result<Alias, String> {
-        let vhost = VhostInfo {
-            index: 0,
-            names: vec![],
-            document_root: dir.join("www"),
-        };
         let cfg = AliasConfig {
             paths: paths
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        Alias::build(
-            cfg,
-            &BuildContext {
-                vhost: &vhost,
-                config_dir: dir,
-                shared: &Default::default(),
-                rule_match: None,
-                upstreams: &Default::default(),
-            },
-        )
+        testing::build(cfg, dir)
     }
 
     fn tmp(tag: &str) -> std::path::PathBuf {
@@ -165,19 +150,7 @@ mod tests {
 
     /// (document root, path below it) after the request phase.
     fn run(a: &Alias, dir: &Path, path: &str) -> (std::path::PathBuf, String) {
-        let req = tessera_core::actix_web::test::TestRequest::default().to_http_request();
-        let v = VhostInfo {
-            index: 0,
-            names: vec![],
-            document_root: dir.join("www"),
-        };
-        let mut cx = Ctx::new(&req, &v, Cow::Owned(path.to_owned()));
-        assert!(matches!(a.on_request(&mut cx), Outcome::Continue));
-        assert_eq!(cx.path(), path, "the path is never changed");
-        (
-            cx.document_root().to_path_buf(),
-            cx.path_in_root().to_owned(),
-        )
+        testing::request(a, dir, path).expect("alias never answers")
     }
 
     #[test]

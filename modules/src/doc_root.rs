@@ -132,3 +132,56 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
     }
 }
+
+/// Helpers for the unit tests of the modules that set document roots.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::borrow::Cow;
+    use std::path::{Path, PathBuf};
+
+    use tessera_core::vhost::VhostInfo;
+    use tessera_core::{BuildContext, Ctx, Module, ModuleDecl, Outcome};
+
+    fn vhost(dir: &Path) -> VhostInfo {
+        VhostInfo {
+            index: 0,
+            names: vec![],
+            document_root: dir.join("www"),
+        }
+    }
+
+    /// Builds `M` from `cfg` for a vhost whose document root is `dir/www`,
+    /// with `dir` as the configuration's directory.
+    pub(crate) fn build<M: ModuleDecl>(cfg: M::Config, dir: &Path) -> Result<M, String> {
+        M::build(
+            cfg,
+            &BuildContext {
+                vhost: &vhost(dir),
+                config_dir: dir,
+                shared: &Default::default(),
+                rule_match: None,
+                upstreams: &Default::default(),
+            },
+        )
+    }
+
+    /// Runs the request phase of `m` for `path` on that vhost: the status
+    /// when it answers, else the request's document root and the path below
+    /// it (the path itself is checked to be unchanged).
+    pub(crate) fn request(
+        m: &dyn Module,
+        dir: &Path,
+        path: &str,
+    ) -> Result<(PathBuf, String), u16> {
+        let req = tessera_core::actix_web::test::TestRequest::default().to_http_request();
+        let v = vhost(dir);
+        let mut cx = Ctx::new(&req, &v, Cow::Owned(path.to_owned()));
+        match m.on_request(&mut cx) {
+            Outcome::Respond(r) => Err(r.status().as_u16()),
+            Outcome::Continue => {
+                assert_eq!(cx.path(), path, "the path is never changed");
+                Ok((cx.document_root().to_path_buf(), cx.path_in_root().into()))
+            }
+        }
+    }
+}

@@ -241,8 +241,7 @@ pub fn home_of(user: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
-    use tessera_core::vhost::VhostInfo;
+    use crate::doc_root::testing;
 
     #[test]
     fn user_names() {
@@ -286,37 +285,11 @@ mod tests {
     }
 
     fn build(d: &Path, cfg: UserdirConfig) -> Result<Userdir, String> {
-        let v = VhostInfo {
-            index: 0,
-            names: vec![],
-            document_root: d.join("www"),
-        };
-        Userdir::build(
-            cfg,
-            &BuildContext {
-                vhost: &v,
-                config_dir: d,
-                shared: &Default::default(),
-                rule_match: None,
-                upstreams: &Default::default(),
-            },
-        )
+        testing::build(cfg, d)
     }
 
-    /// The status when the module answers, else the document root and the
-    /// path below it.
     fn run(u: &Userdir, d: &Path, path: &str) -> Result<(PathBuf, String), u16> {
-        let req = tessera_core::actix_web::test::TestRequest::default().to_http_request();
-        let v = VhostInfo {
-            index: 0,
-            names: vec![],
-            document_root: d.join("www"),
-        };
-        let mut cx = Ctx::new(&req, &v, Cow::Owned(path.to_owned()));
-        match u.on_request(&mut cx) {
-            Outcome::Respond(r) => Err(r.status().as_u16()),
-            Outcome::Continue => Ok((cx.document_root().to_path_buf(), cx.path_in_root().into())),
-        }
+        testing::request(u, d, path)
     }
 
     #[test]
