@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use crate::util::{Response, Server};
 
-/// A running `php-cgi -b 127.0.0.1:PORT`.
-struct Php {
+/// A running `php-cgi -b 127.0.0.1:PORT` (also used by tests/userdir.rs).
+pub(crate) struct Php {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Php {
-    fn start() -> Option<Php> {
+    pub(crate) fn start() -> Option<Php> {
         if Command::new("php-cgi").arg("-v").output().is_err() {
             return None;
         }

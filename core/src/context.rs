@@ -1,6 +1,8 @@
 //! Per-request state handed to module hooks.
 
 use std::borrow::Cow;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use std::any::Any;
@@ -31,6 +33,24 @@ pub struct Ctx<'a> {
     /// Per-request state of modules, kept until the log phase is over.
     pub ext: Extensions,
     body: Option<crate::request_body::RequestBody>,
+    root: Option<RootOverride>,
+}
+
+/// A document root set for one request by [`Ctx::set_document_root`]: the
+/// directory, and how many leading bytes of the path it replaces.
+struct RootOverride {
+    root: Arc<Path>,
+    strip: usize,
+}
+
+/// Why [`Ctx::set_document_root`] refused a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{prefix}\" is not a path prefix of \"{path}\" ending at a segment boundary")]
+pub struct PrefixMismatch {
+    /// The prefix given.
+    pub prefix: String,
+    /// The request's path.
+    pub path: String,
 }
 
 /// Name/value notes modules leave for the log (`%{name}n`).
@@ -94,7 +114,108 @@ impl<'a> Ctx<'a> {
             notes: Notes::default(),
             ext: Extensions::default(),
             body: None,
+            root: None,
         }
+    }
+
+    /// The document root files of this request are served from: the vhost's
+    /// `document-root` (absolute and canonical), unless a request-phase module
+    /// set another with [`Ctx::set_document_root`]. Content handlers join it
+    /// with [`Ctx::path_in_root`], never with [`Ctx::path`].
+    pub fn document_root(&self) -> &Path {
+        match &self.root {
+            Some(o) => &o.root,
+            None => &self.vhost.document_root,
+        }
+    }
+
+    /// The part of [`Ctx::path`] below [`Ctx::document_root`]: the whole path
+    /// unless a module set a document root for a prefix; then the path without
+    /// that prefix (`/icons/x.png` with `/icons/` mapped to a directory gives
+    /// `/x.png`). It starts with `/`, except that it is `""` when the path names
+    /// the mapped prefix itself without a trailing slash (`/icons`), so that a
+    /// content handler sees a directory asked for without its slash.
+    pub fn path_in_root(&self) -> &str {
+        match &self.root {
+            Some(o) => &self.path[o.strip..],
+            None => &self.path,
+        }
+    }
+
+    /// The URL prefix the document root replaces: `""` unless a module set one
+    /// with [`Ctx::set_document_root`], then that prefix without its trailing
+    /// slash (`/icons`, `/~alice`). [`Ctx::root_prefix`] + [`Ctx::path_in_root`]
+    /// is always [`Ctx::path`]; a CGI `SCRIPT_NAME` is the prefix followed by the
+    /// script's path below the root.
+    pub fn root_prefix(&self) -> &str {
+        match &self.root {
+            Some(o) => &self.path[..o.strip],
+            None => "",
+        }
+    }
+
+    /// True when a module set the document root of this request with
+    /// [`Ctx::set_document_root`].
+    pub fn has_root_override(&self) -> bool {
+        self.root.is_some()
+    }
+
+    /// The key under which caches of files and their derivatives (static-file's
+    /// open-file cache, compress's compressed bodies) keep this request's
+    /// resource: the path itself (borrowed, no allocation), or, once a module
+    /// set the document root, `"\0ROOT\0PATH-BELOW-ROOT"`. A request path
+    /// never holds NUL, so the two kinds never collide, and one URL path served
+    /// from two roots (two hosts of `mass-vhost`) gets two keys. `None` when
+    /// that root is not UTF-8: do not cache then.
+    pub fn resource_key(&self) -> Option<Cow<'_, str>> {
+        match &self.root {
+            None => Some(Cow::Borrowed(&self.path)),
+            Some(o) => Some(Cow::Owned(format!(
+                "\0{}\0{}",
+                o.root.to_str()?,
+                &self.path[o.strip..]
+            ))),
+        }
+    }
+
+    /// Serves this request from `root` instead of the vhost's document root,
+    /// with `prefix` of the path replaced by it: lighttpd's `physical.basedir`
+    /// as mod_alias, mod_userdir and mod_evhost set it, nginx `alias` and
+    /// `root` in a location, Cherokee's per-rule `document_root`. With
+    /// `prefix = "/icons/"` and `root = /usr/share/icons`, `/icons/x.png` is
+    /// the file `/usr/share/icons/x.png`; with `""` or `"/"` nothing is
+    /// replaced (`/x.png` is `root/x.png`, mass virtual hosting).
+    ///
+    /// `root` must be an absolute, canonical directory (no symbolic link, `.`
+    /// or `..` in it): the symlink policies of static-file compare the opened
+    /// file's real path with it. `prefix`, without its trailing slash, must be
+    /// the path itself or a prefix of it followed by `/` (a whole number of
+    /// segments: `/icons` never matches `/icons../x`).
+    ///
+    /// The path, the rules and the request phase are left as they are (unlike
+    /// [`Ctx::set_path`], nothing is resolved again); a later
+    /// [`Ctx::set_path`] drops the override, and the restarted request phase
+    /// may set it again. Costs nothing for requests that never call it.
+    ///
+    /// # Errors
+    /// [`PrefixMismatch`] when `prefix` is not such a prefix of the path; the
+    /// document root is then unchanged.
+    pub fn set_document_root(
+        &mut self,
+        root: Arc<Path>,
+        prefix: &str,
+    ) -> Result<(), PrefixMismatch> {
+        if crate::path::strip_segment_prefix(&self.path, prefix).is_none() {
+            return Err(PrefixMismatch {
+                prefix: prefix.to_owned(),
+                path: self.path.to_string(),
+            });
+        }
+        self.root = Some(RootOverride {
+            root,
+            strip: prefix.trim_end_matches('/').len(),
+        });
+        Ok(())
     }
 
     /// Gives the request body to [`Ctx::take_body`] (the core does this for
@@ -122,6 +243,7 @@ impl<'a> Ctx<'a> {
     /// request path; it is not percent-decoded again. When a request-phase hook
     /// rewrites the path, the core resolves the rules again for the new path and
     /// restarts the request phase, at most [`MAX_REWRITES`] times (then 500).
+    /// A document root set with [`Ctx::set_document_root`] is dropped.
     ///
     /// # Errors
     /// [`crate::path::PathError`] when it does not start with `/` or climbs above
@@ -130,6 +252,7 @@ impl<'a> Ctx<'a> {
         let encoded = crate::path::encode(path);
         let normal = crate::path::normalize(&encoded)?.into_owned();
         self.path = Cow::Owned(normal);
+        self.root = None;
         self.rewritten = true;
         self.fallback = StatusCode::NOT_FOUND;
         Ok(())
@@ -255,4 +378,84 @@ pub struct LogRecord<'a> {
     pub notes: &'a Notes,
     /// Per-request module state.
     pub ext: &'a Extensions,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vhost() -> VhostInfo {
+        VhostInfo {
+            index: 0,
+            names: vec![],
+            document_root: "/srv/www".into(),
+        }
+    }
+
+    #[test]
+    fn document_root_defaults_to_the_vhost() {
+        let req = actix_web::test::TestRequest::default().to_http_request();
+        let v = vhost();
+        let cx = Ctx::new(&req, &v, "/icons/x.png".into());
+        assert_eq!(cx.document_root(), Path::new("/srv/www"));
+        assert_eq!(cx.path_in_root(), "/icons/x.png");
+        assert_eq!(cx.root_prefix(), "");
+        assert!(!cx.has_root_override());
+        assert!(matches!(
+            cx.resource_key(),
+            Some(Cow::Borrowed("/icons/x.png"))
+        ));
+    }
+
+    #[test]
+    fn set_document_root_replaces_a_whole_segment_prefix() {
+        let req = actix_web::test::TestRequest::default().to_http_request();
+        let v = vhost();
+        let icons: Arc<Path> = Path::new("/usr/share/icons").into();
+        let mut cx = Ctx::new(&req, &v, "/icons/a/x.png".into());
+        cx.set_document_root(icons.clone(), "/icons/").unwrap();
+        assert_eq!(cx.document_root(), Path::new("/usr/share/icons"));
+        assert_eq!(cx.path_in_root(), "/a/x.png");
+        assert_eq!(cx.root_prefix(), "/icons");
+        assert_eq!(cx.path(), "/icons/a/x.png");
+        assert!(cx.has_root_override());
+        assert_eq!(
+            cx.resource_key().as_deref(),
+            Some("\0/usr/share/icons\0/a/x.png")
+        );
+        // the prefix itself, without its slash
+        let mut cx = Ctx::new(&req, &v, "/icons".into());
+        cx.set_document_root(icons.clone(), "/icons/").unwrap();
+        assert_eq!((cx.root_prefix(), cx.path_in_root()), ("/icons", ""));
+        // nothing replaced
+        let mut cx = Ctx::new(&req, &v, "/x".into());
+        cx.set_document_root(icons.clone(), "").unwrap();
+        assert_eq!((cx.root_prefix(), cx.path_in_root()), ("", "/x"));
+        cx.set_document_root(icons.clone(), "/").unwrap();
+        assert_eq!(cx.path_in_root(), "/x");
+    }
+
+    #[test]
+    fn set_document_root_refuses_a_partial_segment() {
+        let req = actix_web::test::TestRequest::default().to_http_request();
+        let v = vhost();
+        let mut cx = Ctx::new(&req, &v, "/icons../x".into());
+        let root: Arc<Path> = Path::new("/usr/share/icons").into();
+        assert!(cx.set_document_root(root.clone(), "/icons").is_err());
+        assert!(cx.set_document_root(root, "/other/").is_err());
+        assert_eq!(cx.document_root(), Path::new("/srv/www"));
+        assert_eq!(cx.path_in_root(), "/icons../x");
+    }
+
+    #[test]
+    fn set_path_drops_the_document_root() {
+        let req = actix_web::test::TestRequest::default().to_http_request();
+        let v = vhost();
+        let mut cx = Ctx::new(&req, &v, "/icons/x".into());
+        cx.set_document_root(Path::new("/usr/share/icons").into(), "/icons")
+            .unwrap();
+        cx.set_path("/y").unwrap();
+        assert_eq!(cx.document_root(), Path::new("/srv/www"));
+        assert_eq!(cx.path_in_root(), "/y");
+    }
 }

@@ -162,9 +162,33 @@ pub fn encode(path: &str) -> Cow<'_, str> {
     percent_encoding::utf8_percent_encode(path, PATH_ENCODE_SET).into()
 }
 
+/// The rest of `path` after `prefix` when the prefix ends at a segment
+/// boundary: `prefix` without its trailing `/` must be `path` itself (rest
+/// `""`) or be followed by `/` in it (rest `"/…"`). `("/icons/x", "/icons/")`
+/// gives `"/x"`, `("/icons", "/icons/")` gives `""`, `("/icons../x", "/icons")`
+/// gives `None` (the nginx `alias` off-by-slash hole cannot happen), and the
+/// prefixes `""` and `"/"` match every path whole.
+pub fn strip_segment_prefix<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
+    let rest = path.strip_prefix(prefix.trim_end_matches('/'))?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segment_prefixes() {
+        assert_eq!(strip_segment_prefix("/icons/x", "/icons/"), Some("/x"));
+        assert_eq!(strip_segment_prefix("/icons/x", "/icons"), Some("/x"));
+        assert_eq!(strip_segment_prefix("/icons", "/icons/"), Some(""));
+        assert_eq!(strip_segment_prefix("/icons/", "/icons"), Some("/"));
+        assert_eq!(strip_segment_prefix("/icons../x", "/icons"), None);
+        assert_eq!(strip_segment_prefix("/iconsx", "/icons/"), None);
+        assert_eq!(strip_segment_prefix("/x", "/icons/"), None);
+        assert_eq!(strip_segment_prefix("/x", "/"), Some("/x"));
+        assert_eq!(strip_segment_prefix("/x", ""), Some("/x"));
+    }
 
     #[test]
     fn normal_paths_borrow() {

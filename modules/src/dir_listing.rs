@@ -53,7 +53,7 @@ use std::fmt::Write as _;
 use std::fs::Metadata;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tessera_core::actix_web::http::header::{self, HeaderValue};
@@ -133,7 +133,6 @@ impl Default for DirListingConfig {
 
 /// The `dir-listing` module instance of one vhost or rule.
 pub struct DirListing {
-    root: PathBuf,
     hidden_files: bool,
     symlinks: SymlinkPolicy,
     format: Format,
@@ -169,12 +168,11 @@ impl ModuleDecl for DirListing {
     /// # Errors
     /// One line naming the key: `max-entries: must be at least 1`,
     /// `header-file`/`readme-file`: not a plain file name.
-    fn build(cfg: DirListingConfig, cx: &BuildContext<'_>) -> Result<Self, String> {
+    fn build(cfg: DirListingConfig, _cx: &BuildContext<'_>) -> Result<Self, String> {
         if cfg.max_entries == 0 {
             return Err("max-entries: must be at least 1".into());
         }
         Ok(DirListing {
-            root: cx.vhost.document_root.clone(),
             hidden_files: cfg.hidden_files,
             symlinks: cfg.follow_symlinks,
             format: cfg.format,
@@ -215,15 +213,19 @@ impl Module for DirListing {
     }
 
     fn content(&self, cx: &mut Ctx<'_>) -> Option<HttpResponse> {
+        // `path` is shown; the directory is the one below the request's
+        // document root (the vhost's, or one set by alias, userdir, mass-vhost)
         let path = cx.path();
         if !path.ends_with('/') {
             return None;
         }
-        if !self.hidden_files && has_hidden_segment(path) {
+        let rel = cx.path_in_root();
+        if !self.hidden_files && has_hidden_segment(rel) {
             return Some(error_response(StatusCode::NOT_FOUND));
         }
-        let dir = self.root.join(path.trim_start_matches('/'));
-        match resolve::open(&self.root, &dir, self.symlinks) {
+        let root = cx.document_root();
+        let dir = root.join(rel.trim_start_matches('/'));
+        match resolve::open(root, &dir, self.symlinks) {
             Resolved::Dir => {}
             Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
             Resolved::Unavailable => return Some(crate::static_file::unavailable()),
@@ -240,7 +242,7 @@ impl Module for DirListing {
             r.headers_mut().insert(header::ALLOW, ALLOW);
             return Some(r);
         }
-        let (entries, truncated) = match self.read(&dir) {
+        let (entries, truncated) = match self.read(root, &dir) {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "dir-listing: cannot read");
@@ -265,8 +267,8 @@ impl Module for DirListing {
                 r
             }
             Format::Html => {
-                let header = self.notice(&dir, self.header_file.as_ref());
-                let readme = self.notice(&dir, self.readme_file.as_ref());
+                let header = self.notice(root, &dir, self.header_file.as_ref());
+                let readme = self.notice(root, &dir, self.readme_file.as_ref());
                 let body = render_html(
                     path,
                     &entries,
@@ -287,9 +289,9 @@ impl Module for DirListing {
 }
 
 impl DirListing {
-    /// Reads up to `max_entries` listable entries of `dir`, sorted; the flag says
-    /// whether more were left out.
-    fn read(&self, dir: &Path) -> std::io::Result<(Vec<Entry>, bool)> {
+    /// Reads up to `max_entries` listable entries of `dir` (below the document
+    /// root `root`), sorted; the flag says whether more were left out.
+    fn read(&self, root: &Path, dir: &Path) -> std::io::Result<(Vec<Entry>, bool)> {
         let mut entries = Vec::new();
         let mut truncated = false;
         for de in std::fs::read_dir(dir)? {
@@ -300,7 +302,7 @@ impl DirListing {
             if !self.hidden_files && name.starts_with('.') {
                 continue;
             }
-            let Some(meta) = self.entry_meta(&de.path()) else {
+            let Some(meta) = self.entry_meta(root, &de.path()) else {
                 continue;
             };
             let kind = if meta.is_dir() {
@@ -327,7 +329,7 @@ impl DirListing {
 
     /// The metadata to show for an entry, following a symbolic link only when the
     /// policy allows it; `None` when the entry is left out.
-    fn entry_meta(&self, p: &Path) -> Option<Metadata> {
+    fn entry_meta(&self, root: &Path, p: &Path) -> Option<Metadata> {
         let l = std::fs::symlink_metadata(p).ok()?;
         if !l.file_type().is_symlink() {
             return Some(l);
@@ -336,7 +338,7 @@ impl DirListing {
             SymlinkPolicy::Always => true,
             SymlinkPolicy::Never => false,
             SymlinkPolicy::InsideRoot => {
-                std::fs::canonicalize(p).is_ok_and(|c| c.starts_with(&self.root))
+                std::fs::canonicalize(p).is_ok_and(|c| c.starts_with(root))
             }
             SymlinkPolicy::OwnerMatch => std::fs::metadata(p).is_ok_and(|t| t.uid() == l.uid()),
         };
@@ -348,10 +350,9 @@ impl DirListing {
 
     /// The header or readme block, ready to insert; `None` when not configured,
     /// missing, refused, too large or not UTF-8.
-    fn notice(&self, dir: &Path, f: Option<&NoticeFile>) -> Option<String> {
+    fn notice(&self, root: &Path, dir: &Path, f: Option<&NoticeFile>) -> Option<String> {
         let f = f?;
-        let Resolved::File(file, meta) =
-            resolve::open(&self.root, &dir.join(&f.name), self.symlinks)
+        let Resolved::File(file, meta) = resolve::open(root, &dir.join(&f.name), self.symlinks)
         else {
             return None;
         };
@@ -498,6 +499,7 @@ fn push_time(out: &mut String, secs: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use tessera_core::actix_web::body::MessageBody;
     use tessera_core::actix_web::test::TestRequest;
     use tessera_core::registry::SharedState;

@@ -15,6 +15,11 @@
 //! | `rewrite` | request | lighttpd `url.rewrite-once` / `-if-not-file`, Cherokee `redir` (internal) |
 //! | `error-pages` | response | lighttpd `server.errorfile-prefix`, Cherokee `error_handler`, nginx `error_page` |
 //! | `status` | request | lighttpd mod_status, nginx `stub_status`, Cherokee `server_info` |
+//! | `proxy` | content (async) | lighttpd mod_proxy, Cherokee `proxy`, nginx `proxy_pass` |
+//! | `fastcgi` | content (async) | lighttpd mod_fastcgi, Cherokee `fcgi`, nginx `fastcgi_pass` |
+//! | `alias` | request | lighttpd `alias.url`, Cherokee per-rule `document_root`, nginx `alias` |
+//! | `userdir` | request | lighttpd mod_userdir (`/~user/` -> `~user/public_html`) |
+//! | `mass-vhost` | request | lighttpd `simple-vhost.*` / `evhost.path-pattern`, Cherokee `evhost` |
 //!
 //! ```
 //! let mut reg = tessera_core::Registry::new();
@@ -26,12 +31,16 @@
 pub mod access;
 #[cfg(feature = "access-log")]
 pub mod access_log;
+#[cfg(feature = "alias")]
+pub mod alias;
 #[cfg(feature = "auth-basic")]
 pub mod auth_basic;
 #[cfg(feature = "compress")]
 pub mod compress;
 #[cfg(feature = "dir-listing")]
 pub mod dir_listing;
+#[cfg(any(feature = "alias", feature = "userdir", feature = "mass-vhost"))]
+pub mod doc_root;
 #[cfg(feature = "error-pages")]
 pub mod error_pages;
 #[cfg(feature = "expires")]
@@ -44,6 +53,8 @@ pub mod fuzzing;
 pub mod gateway;
 #[cfg(feature = "headers")]
 pub mod headers;
+#[cfg(feature = "mass-vhost")]
+pub mod mass_vhost;
 #[cfg(feature = "proxy")]
 pub mod proxy;
 #[cfg(feature = "redirect")]
@@ -57,6 +68,8 @@ pub mod static_file;
 pub mod status;
 #[cfg(any(feature = "redirect", feature = "rewrite"))]
 pub mod url_rule;
+#[cfg(feature = "userdir")]
+pub mod userdir;
 
 use tessera_core::registry::{Registry, RegistryError};
 
@@ -93,5 +106,11 @@ pub fn register_all(reg: &mut Registry) -> Result<(), RegistryError> {
     reg.register::<rewrite::Rewrite>()?;
     #[cfg(feature = "error-pages")]
     reg.register::<error_pages::ErrorPages>()?;
+    #[cfg(feature = "alias")]
+    reg.register::<alias::Alias>()?;
+    #[cfg(feature = "userdir")]
+    reg.register::<userdir::Userdir>()?;
+    #[cfg(feature = "mass-vhost")]
+    reg.register::<mass_vhost::MassVhost>()?;
     Ok(())
 }

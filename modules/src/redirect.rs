@@ -166,14 +166,7 @@ fn location(cx: &Ctx<'_>, rule: &UrlRule, target: &str) -> String {
     if rule.target.is_absolute() {
         loc.push_str(target);
     } else {
-        if let Some(host) = cx.host() {
-            loc.push_str(if cx.req.app_config().secure() {
-                "https://"
-            } else {
-                "http://"
-            });
-            loc.push_str(host);
-        }
+        tessera_core::response::push_origin(cx, &mut loc);
         loc.push_str(&collapse_leading_slashes(target));
     }
     let q = cx.query();

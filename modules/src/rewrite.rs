@@ -169,12 +169,12 @@ impl Module for Rewrite {
 }
 
 /// True when the path names an existing regular file or directory under the
-/// document root (symlinks followed).
+/// request's document root (the vhost's, or one an earlier `alias`, `userdir`
+/// or `mass-vhost` set; symlinks followed).
 fn exists(cx: &Ctx<'_>) -> bool {
     let p = cx
-        .vhost
-        .document_root
-        .join(cx.path().trim_start_matches('/'));
+        .document_root()
+        .join(cx.path_in_root().trim_start_matches('/'));
     std::fs::metadata(p).is_ok_and(|m| m.is_file() || m.is_dir())
 }
 

@@ -11,8 +11,9 @@ use super::accept::Coding;
 /// Bytes counted per entry on top of the body and key (bookkeeping).
 const ENTRY_OVERHEAD: usize = 96;
 
-/// What identifies a compressed body: the request path (after rewrites), the
-/// response's ETag (which changes with the file) and the coding.
+/// What identifies a compressed body: the request path (after rewrites; with
+/// a document root set by a module, that root and the path below it:
+/// `Ctx::resource_key`), the response's ETag (which changes with the file) and the coding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CacheKey {
     path: Box<str>,

@@ -53,7 +53,7 @@ pub mod accept;
 pub mod cache;
 pub mod encode;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -394,11 +394,13 @@ impl Compress {
     /// directory path the first index file present. `None` when it is hidden,
     /// not a regular file, or has a symbolic link in any component.
     fn original(&self, cx: &Ctx<'_>) -> Option<(PathBuf, std::fs::Metadata)> {
-        let path = cx.path();
+        // below the request's document root (the vhost's, or one set by
+        // alias, userdir or mass-vhost)
+        let path = cx.path_in_root();
         if has_hidden_segment(path) {
             return None;
         }
-        let root = &cx.vhost.document_root;
+        let root = cx.document_root();
         let full = root.join(path.trim_start_matches('/'));
         if path.ends_with('/') {
             for name in &self.index_files {
@@ -430,7 +432,7 @@ impl Compress {
             return None;
         }
         let (orig, orig_meta) = self.original(cx)?;
-        let root: &Path = &cx.vhost.document_root;
+        let root = cx.document_root();
         let name = orig.file_name()?.to_str()?;
         // Only sidecars of compressible types: never a `.php.gz` or other
         // source that static-file would not serve as a document.
@@ -518,9 +520,11 @@ impl Compress {
                 return;
             }
         }
+        // the path, or with a document root set by a module, root and path
         let key = tags
             .as_ref()
-            .map(|(old, _)| CacheKey::new(cx.path(), old, coding));
+            .zip(cx.resource_key())
+            .map(|((old, _), path)| CacheKey::new(&path, old, coding));
         let cached = key.as_ref().and_then(|k| self.cache.get(k));
         let old = std::mem::replace(res, HttpResponse::new(StatusCode::OK));
         let (head, body) = old.into_parts();

@@ -1,6 +1,7 @@
 use super::*;
 use std::borrow::Cow;
 use std::io::Read;
+use std::path::Path;
 use tessera_core::actix_web::http::header::HeaderName;
 use tessera_core::actix_web::test::TestRequest;
 use tessera_core::actix_web::HttpRequest;

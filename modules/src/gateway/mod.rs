@@ -108,8 +108,28 @@ impl ScriptMap {
     ///   the script `/uploads/evil.jpg/x.php`, so `evil.jpg` never runs
     ///   (the `cgi.fix_pathinfo` hole of nginx with PHP).
     pub fn resolve(&self, path: &str, root: &Path) -> Option<Script> {
+        self.resolve_at(path, root, "")
+    }
+
+    /// The script of the request `cx`, under the request's document root
+    /// ([`Ctx::document_root`]: the vhost's, or one `alias`, `userdir` or
+    /// `mass-vhost` set): as [`ScriptMap::resolve`] for the path below that
+    /// root, with `SCRIPT_NAME` in URL form (the replaced prefix first:
+    /// `/~alice/x.php` is the file `~alice/public_html/x.php` with
+    /// `SCRIPT_NAME=/~alice/x.php`, as lighttpd sets them). A `script-name`
+    /// mount is matched against the whole path.
+    pub fn resolve_request(&self, cx: &Ctx<'_>) -> Option<Script> {
+        if self.script_name.is_some() {
+            return self.resolve(cx.path(), cx.document_root());
+        }
+        self.resolve_at(cx.path_in_root(), cx.document_root(), cx.root_prefix())
+    }
+
+    /// [`ScriptMap::resolve`] for `path` below `root`, whose URL prefix is
+    /// `prefix` (`SCRIPT_NAME` starts with it).
+    fn resolve_at(&self, path: &str, root: &Path, prefix: &str) -> Option<Script> {
         let at = |name: &str, info: &str| Script {
-            name: name.to_string(),
+            name: format!("{prefix}{name}"),
             path_info: info.to_string(),
             filename: root.join(name.trim_start_matches('/')),
         };
@@ -179,7 +199,7 @@ pub fn environment(
     put: &mut dyn FnMut(&[u8], &[u8]),
 ) {
     let req = cx.req;
-    let root = &cx.vhost.document_root;
+    let root = cx.document_root();
     let host = cx
         .host()
         .map(tessera_core::vhost::strip_port)

@@ -4,7 +4,9 @@
 //!
 //! # What an entry holds
 //! Keyed by the decoded, normalized request path of one `static-file`
-//! instance, an entry holds the file it resolved to (index files included),
+//! instance (or, for a request whose document root a module such as `alias`,
+//! `userdir` or `mass-vhost` set, by that root and the path below it, so an
+//! entry is never served for another root), an entry holds the file it resolved to (index files included),
 //! the file's identity (device, inode, size, modification and change times),
 //! the `Content-Type`, `ETag` and `Last-Modified` header values, and, for files
 //! up to [`SMALL_FILE`](super::SMALL_FILE) bytes while the memory cap allows,

@@ -38,7 +38,7 @@ use smallvec::smallvec;
 use tessera_core::actix_web::http::header::{self, HeaderName, HeaderValue};
 use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
-use tessera_core::response::error_response;
+use tessera_core::response::{error_response, redirect_to_slash};
 use tessera_core::rule::extension;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
@@ -212,7 +212,9 @@ impl Module for StaticFile {
     }
 
     fn content(&self, cx: &mut Ctx<'_>) -> Option<HttpResponse> {
-        let path = cx.path();
+        // Below the request's document root: the vhost's, or the one a
+        // request-phase module (alias, userdir, mass-vhost) set.
+        let path = cx.path_in_root();
         if !self.hidden_files && has_hidden_segment(path) {
             return Some(error_response(StatusCode::NOT_FOUND));
         }
@@ -223,13 +225,15 @@ impl Module for StaticFile {
                 }
             }
         }
-        if let Some(cache) = &self.cache {
-            if let Some(r) = self.cached_response(cache, cx, path) {
+        let key = self.cache.as_ref().and_then(|_| cx.resource_key());
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            if let Some(r) = self.cached_response(cache, cx, key) {
                 return Some(r);
             }
         }
-        let full = self.root.join(path.trim_start_matches('/'));
-        match resolve::open(&self.root, &full, self.symlinks) {
+        let root = cx.document_root();
+        let full = root.join(path.trim_start_matches('/'));
+        match resolve::open(root, &full, self.symlinks) {
             Resolved::NotFound => None,
             Resolved::Forbidden => Some(error_response(StatusCode::FORBIDDEN)),
             Resolved::Unavailable => Some(unavailable()),
@@ -237,18 +241,19 @@ impl Module for StaticFile {
                 if path.ends_with('/') {
                     return None;
                 }
-                Some(self.serve(cx, path, full, None, file, &meta, extension(path)))
+                let ext = extension(path);
+                Some(self.serve(cx, key.as_deref(), full, None, file, &meta, ext))
             }
             Resolved::Dir => {
                 if let Some(r) = method_check(cx) {
                     return Some(r);
                 }
-                if !path.ends_with('/') {
+                if !cx.path().ends_with('/') {
                     return Some(redirect_to_slash(cx));
                 }
                 for (i, name) in self.index_files.iter().enumerate() {
                     let index = full.join(name);
-                    match resolve::open(&self.root, &index, self.symlinks) {
+                    match resolve::open(root, &index, self.symlinks) {
                         Resolved::File(file, meta) => {
                             // A later index file is served only while no earlier
                             // one exists: a cached entry also checks the directory.
@@ -259,14 +264,15 @@ impl Module for StaticFile {
                                     .ok()
                                     .map(|m| (full.clone(), Identity::of(&m)))
                             };
+                            let ext = extension(name);
                             return Some(self.serve(
                                 cx,
-                                path,
+                                key.as_deref(),
                                 index,
                                 dir,
                                 file,
                                 &meta,
-                                extension(name),
+                                ext,
                             ));
                         }
                         Resolved::Forbidden => return Some(error_response(StatusCode::FORBIDDEN)),
@@ -276,6 +282,7 @@ impl Module for StaticFile {
                 }
                 // No index file: 403 unless a later handler (dir-listing)
                 // answers, as lighttpd and nginx without autoindex do.
+                drop(key);
                 cx.set_fallback_status(StatusCode::FORBIDDEN);
                 None
             }
@@ -297,33 +304,6 @@ fn method_check(cx: &Ctx<'_>) -> Option<HttpResponse> {
     };
     r.headers_mut().insert(header::ALLOW, ALLOW);
     Some(r)
-}
-
-/// 301 to the path with a trailing slash, the query kept (case B25), the path
-/// percent-encoded (case B26). The Location is absolute with the request's own
-/// host (not the listen address), relative when the request named no host.
-fn redirect_to_slash(cx: &Ctx<'_>) -> HttpResponse {
-    let mut loc = String::new();
-    if let Some(host) = cx.host() {
-        loc.push_str(if cx.req.app_config().secure() {
-            "https://"
-        } else {
-            "http://"
-        });
-        loc.push_str(host);
-    }
-    loc.push_str(&tessera_core::path::encode(cx.path()));
-    loc.push('/');
-    let q = cx.query();
-    if !q.is_empty() {
-        loc.push('?');
-        loc.push_str(q);
-    }
-    let mut r = error_response(StatusCode::MOVED_PERMANENTLY);
-    if let Ok(v) = HeaderValue::from_str(&loc) {
-        r.headers_mut().insert(header::LOCATION, v);
-    }
-    r
 }
 
 /// The modification time as an HTTP-date, truncated to seconds (RFC 9110 §8.8.2);
@@ -410,7 +390,7 @@ impl StaticFile {
         let full = self.root.join(path.trim_start_matches('/'));
         match resolve::open(&self.root, &full, self.symlinks) {
             Resolved::File(file, meta) => {
-                Some(self.serve(cx, path, full, None, file, &meta, extension(path)))
+                Some(self.serve(cx, Some(path), full, None, file, &meta, extension(path)))
             }
             Resolved::Forbidden => Some(error_response(StatusCode::FORBIDDEN)),
             Resolved::Unavailable => Some(unavailable()),
@@ -449,12 +429,13 @@ impl StaticFile {
 
     /// Answers for a file resolved without the cache (`path` is its full path;
     /// `dir` the directory to check too, for a later index file), and caches
-    /// it unless it changed less than [`cache::RACY`] ago.
+    /// it under `key` ([`Ctx::resource_key`]; `None`: not cached) unless it
+    /// changed less than [`cache::RACY`] ago.
     #[allow(clippy::too_many_arguments)]
     fn serve(
         &self,
         cx: &Ctx<'_>,
-        key: &str,
+        key: Option<&str>,
         path: PathBuf,
         dir: Option<(PathBuf, Identity)>,
         file: File,
@@ -462,7 +443,7 @@ impl StaticFile {
         ext: Option<&str>,
     ) -> HttpResponse {
         let info = FileInfo::new(meta, self.mime.lookup(ext), self.etag, "");
-        let Some(cache) = &self.cache else {
+        let (Some(cache), Some(key)) = (&self.cache, key) else {
             return respond(cx, &info, Source::File(file), &[]);
         };
         let id = Identity::of(meta);
