@@ -9,6 +9,8 @@
 //! - [`cherokee`]: the `key!path = value` tree of `cherokee.conf`.
 //! - [`model`]: the intermediate model (blocks where the last match wins) and
 //!   the resolver into Tessera's ordered, first-match rules.
+//! - [`backend`]: the back ends (`fastcgi`, `scgi`, `uwsgi`, `cgi`) and path
+//!   mapping (`alias`, `userdir`, `mass-vhost`) in the model.
 //! - [`emit`]: commented TOML; [`report`]: the report.
 //!
 //! ```
@@ -29,6 +31,7 @@
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
+pub mod backend;
 pub mod cherokee;
 pub mod emit;
 pub mod error;
@@ -138,6 +141,7 @@ pub fn import_text(
 }
 
 fn finish(source: Source, name: &str, mut out: emit::Output, report: Report) -> Imported {
+    backend::place_rule_only(&mut out);
     upstream::assign(&mut out);
     let mut header = vec![
         format!("Imported by `tessera import {} {name}`.", source.name()),

@@ -18,7 +18,13 @@
 //! | `rewrite` | `once`, `if-not-file` (lists of `{regex, target}`) |
 //! | `error-pages` | `prefix`, `pages` |
 //! | `proxy` | `server` (`[{key, prefix?, servers, balance?, connect-timeout?, …}]`: the first entry whose `prefix` (a lighttpd path prefix, or a suffix when it does not start with `/`) matches wins; `key` names the upstream), `balance`, `map-path`, `host`, `forwarded`; the table's `upstream` is an upstream description that [`crate::upstream::assign`] turns into a name |
+//! | `fastcgi`, `scgi`, `uwsgi` | `server` (entries as [`crate::backend`] describes), `balance`, `index-names`, `params` |
+//! | `cgi` | `assign`, `script-name`, `index-names`, `x-sendfile`, `x-sendfile-docroot`, `params`, `timeout` |
+//! | `alias` | `paths` |
+//! | `userdir` | `enabled`, `path`, `basepath`, `exclude-user`, `include-user`, `letterhomes` |
+//! | `mass-vhost` | `path-pattern`, `default-root`, or `simple-server-root`, `simple-document-root`, `simple-default-host` |
 
+use crate::backend;
 use crate::model::{Cond, Leaf, ModuleSpec, V};
 
 /// The Tessera modules the importer writes, in pipeline order: request-phase
@@ -26,10 +32,17 @@ use crate::model::{Cond, Leaf, ModuleSpec, V};
 pub const MODULE_ORDER: &[&str] = &[
     "redirect",
     "rewrite",
+    "mass-vhost",
+    "userdir",
+    "alias",
     "access",
     "auth-basic",
     "compress",
     "proxy",
+    "fastcgi",
+    "scgi",
+    "uwsgi",
+    "cgi",
     "static-file",
     "dir-listing",
     "headers",
@@ -300,6 +313,11 @@ impl ModuleSpec for Tessera {
                 Leaf::Table(t)
             }
             "proxy" => proxy_leaf(opts),
+            "fastcgi" | "scgi" | "uwsgi" => backend::socket_leaf(module, opts),
+            "cgi" => backend::cgi_leaf(opts),
+            "alias" => backend::alias_leaf(opts),
+            "userdir" => backend::userdir_leaf(opts),
+            "mass-vhost" => backend::mass_vhost_leaf(opts),
             _ => Leaf::Table(
                 opts.iter()
                     .map(|(k, v)| ((*k).to_owned(), v.clone()))

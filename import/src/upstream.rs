@@ -1,4 +1,4 @@
-//! Upstreams: the `proxy` tables the resolver writes carry a description of
+//! Upstreams: the `proxy`, `fastcgi`, `scgi` and `uwsgi` tables the resolver writes carry a description of
 //! their back ends (servers, balancing, timeouts, and the source's prefix or
 //! rule as `key`); [`assign`] turns each distinct description into one
 //! `[[upstream]]` with a readable, stable name and puts the name in its place.
@@ -33,7 +33,7 @@ pub fn base_name(vhost: &str, key: &str) -> String {
     format!("{v}-{k}")
 }
 
-/// Replaces every `proxy` table's upstream description (in vhost tables and
+/// Replaces every `proxy` (and `fastcgi`, `scgi`, `uwsgi`) table's upstream description (in vhost tables and
 /// rules) by the name of an `[[upstream]]`, which it adds to
 /// `out.upstreams`: one per distinct description (servers, balance and the
 /// other settings), named after the first vhost and key that use it.
@@ -53,7 +53,7 @@ pub fn assign(out: &mut Output) {
                 .flat_map(|r| r.tables.iter_mut().map(|(m, t)| (*m, t))),
         );
         for (m, t) in tables {
-            if m != "proxy" {
+            if m != "proxy" && !crate::backend::SOCKET_BACKENDS.contains(&m) {
                 continue;
             }
             for (k, v) in t.iter_mut() {

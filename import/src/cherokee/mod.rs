@@ -9,6 +9,7 @@
 //! model blocks in ascending priority: a higher rule comes later and wins, and
 //! a final rule resets what it does not set ([`crate::model`]).
 
+mod backends;
 pub mod tree;
 
 use std::path::Path;
@@ -1075,7 +1076,6 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             ),
             ("ssl_certificate_file", "TLS is not imported"),
             ("ssl_certificate_key_file", "TLS is not imported"),
-            ("evhost", "computed document roots are not supported"),
             ("user_dir", "user directories are not supported"),
             ("post_max_len", "Tessera serves static files only"),
             ("flcache", "the front-line cache is not supported"),
@@ -1083,6 +1083,40 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
             if let Some(c) = n.child(k) {
                 let s = tr.src_of(c);
                 tr.report.dropped(&s, &p(k), why);
+            }
+        }
+        if let Some(ev) = n.child("evhost") {
+            let s = tr.src_of(ev);
+            match ev.val("tpl_document_root").map(backends::evhost_pattern) {
+                Some(Ok(pat)) => {
+                    tr.report.translated(&s, &p("evhost!tpl_document_root"), format!("mass-vhost path-pattern = \"{pat}\" (a host whose directory is missing gets the vserver's document root)"));
+                    vopts.push(Opt {
+                        module: "mass-vhost",
+                        key: "path-pattern",
+                        val: V::s(pat),
+                        src: s.clone(),
+                    });
+                }
+                Some(Err(bad)) => tr.report.dropped(&s, &p("evhost!tpl_document_root"), format!("{bad} has no mass-vhost equivalent (${{domain}}, ${{root_domain}}, ${{tld}}, ${{domain_no_tld}}, ${{subdomain1}} to ${{subdomain7}} have): every host gets the vserver's document root")),
+                None => tr.report.dropped(&s, &p("evhost"), "no tpl_document_root: nothing to compute"),
+            }
+            for (k, c) in &ev.children {
+                let cs = tr.src_of(c);
+                match k.as_str() {
+                    "tpl_document_root" => {}
+                    "check_document_root" if ev.flag("check_document_root") != Some(false) => {
+                        tr.report.translated(
+                            &cs,
+                            &p("evhost!check_document_root"),
+                            "mass-vhost checks that the directory exists",
+                        )
+                    }
+                    _ => tr.report.dropped(
+                        &cs,
+                        &p(&format!("evhost!{k}")),
+                        "not supported by mass-vhost",
+                    ),
+                }
             }
         }
         // Error pages.
@@ -1221,11 +1255,15 @@ fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Output, Import
                 tr.report.translated(
                     &src,
                     &what,
-                    "a server of the [[upstream]] of the proxy rules using it",
+                    "a server of the [[upstream]] of the rules using it",
                 );
             } else {
                 let kind = n.val("type").unwrap_or("");
-                tr.report.dropped(&src, &what, format!("a back end ({kind}) of no proxy rule: the FastCGI, SCGI, uwsgi and CGI handlers that use such sources are not supported"));
+                tr.report.dropped(
+                    &src,
+                    &what,
+                    format!("a back end ({kind}) no imported rule uses"),
+                );
             }
         }
     }
@@ -1242,70 +1280,9 @@ fn proxy_handler(
     key: &str,
 ) -> Option<Vec<(&'static str, V)>> {
     let hsrc = tr.src_of(node);
-    let balancer = node.val("balancer").unwrap_or("round_robin");
-    let balance = match balancer {
-        "round_robin" => "round-robin",
-        "ip_hash" => "ip-hash",
-        "failover" => "first",
-        other => {
-            tr.report.approximated(
-                &hsrc,
-                &format!("{what}!balancer"),
-                format!(
-                    "\"{other}\" is not a Cherokee balancer Tessera knows: round-robin is used"
-                ),
-            );
-            "round-robin"
-        }
-    };
-    let mut servers: Vec<V> = Vec::new();
-    let mut ids: Vec<(u64, &Node)> = node
-        .get("balancer!source")
-        .map(Node::numbered)
-        .unwrap_or_default();
-    ids.reverse();
-    for (_, sn) in ids {
-        let Some((id, ssrc)) = &sn.value else {
-            continue;
-        };
-        let id = id.trim().to_owned();
-        let source = tr.sources.as_ref().and_then(|s| s.child(&id)).cloned();
-        let Some(source) = source else {
-            tr.report.dropped(
-                ssrc,
-                &format!("{what}!balancer!source"),
-                format!("source {id} is not defined"),
-            );
-            continue;
-        };
-        let Some(host) = source.val("host").map(str::trim).filter(|h| !h.is_empty()) else {
-            tr.report.dropped(
-                ssrc,
-                &format!("{what}!balancer!source"),
-                format!("source {id} has no host"),
-            );
-            continue;
-        };
-        let addr = if host.starts_with('/') {
-            format!("unix:{host}")
-        } else if host
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            host.to_owned()
-        } else {
-            format!("{host}:80")
-        };
-        if source.val("type") == Some("interpreter") {
-            tr.report.approximated(ssrc, &format!("source!{id}"), format!("an interpreter source: Tessera connects to {addr} but does not start \"{}\"; run it yourself (a service manager unit)", source.val("interpreter").unwrap_or("")));
-        }
-        if !tr.used_sources.contains(&id) {
-            tr.used_sources.push(id.clone());
-        }
-        if !servers.contains(&V::s(addr.clone())) {
-            servers.push(V::s(addr));
-        }
-    }
+    let backends::Balanced {
+        servers, balance, ..
+    } = backends::balanced(tr, node, what, false);
     if servers.is_empty() {
         tr.report.dropped(
             &hsrc,
@@ -1515,6 +1492,15 @@ fn rule_options(
                             }
                         }
                     }
+                    "fcgi" | "scgi" | "uwsgi" | "cgi" => {
+                        let key = format!("rule{}", what.rsplit('!').nth(1).unwrap_or(""));
+                        if let Some((m, p)) = backends::gateway_handler(tr, node, h, r, &what, &key)
+                        {
+                            for (k, v) in p {
+                                push(opts, m, k, v, &src);
+                            }
+                        }
+                    }
                     other => {
                         tr.report.dropped(
                             &src,
@@ -1568,7 +1554,28 @@ fn rule_options(
                     tr.report
                         .translated(&src, &what, "the vhost's document root");
                 } else {
-                    tr.report.dropped(&src, &what, format!("Tessera has one document root per vhost: {v} is not used for this rule (move the files under the vhost's document root, or give them their own vhost)"));
+                    // Cherokee maps the path below a directory rule's prefix
+                    // (the "web directory") onto the root; any other rule's
+                    // whole path.
+                    let prefix = match backends::mount(r) {
+                        backends::Mount::Prefix(p) if r.val("match") == Some("directory") => {
+                            format!("{p}/")
+                        }
+                        _ => "/".to_owned(),
+                    };
+                    let dir = format!("{}/", v.trim_end_matches('/'));
+                    tr.report.translated(
+                        &src,
+                        &what,
+                        format!("alias paths = {{ \"{prefix}\" = \"{dir}\" }} in this rule"),
+                    );
+                    push(
+                        opts,
+                        "alias",
+                        "paths",
+                        V::Tab(vec![(prefix, V::s(dir))]),
+                        &src,
+                    );
                 }
             }
             "expiration" => {

@@ -9,6 +9,7 @@
 //! checked on the `Host` header otherwise. The blocks of each vhost are then
 //! resolved into ordered rules by [`crate::model::resolve`].
 
+mod backends;
 pub(crate) mod lexer;
 pub(crate) mod mime;
 pub(crate) mod parser;
@@ -84,6 +85,13 @@ fn needs_module(key: &str) -> Option<&'static str> {
         ("compress.", "mod_compress"),
         ("proxy.", "mod_proxy"),
         ("extforward.", "mod_extforward"),
+        ("fastcgi.", "mod_fastcgi"),
+        ("scgi.", "mod_scgi"),
+        ("cgi.", "mod_cgi"),
+        ("alias.", "mod_alias"),
+        ("userdir.", "mod_userdir"),
+        ("simple-vhost.", "mod_simple_vhost"),
+        ("evhost.", "mod_evhost"),
     ];
     pairs
         .iter()
@@ -180,21 +188,20 @@ const NOT_NEEDED: &[(&str, &str)] = &[
 
 /// Option prefixes of lighttpd modules Tessera has no equivalent for.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    ("fastcgi.", "FastCGI back ends are not supported"),
-    ("scgi.", "SCGI back ends are not supported"),
-    ("cgi.", "CGI is not supported"),
     ("ssi.", "server-side includes are not supported"),
     ("ssl.", "TLS settings are not imported"),
-    ("alias.url", "there is no alias module: move the files under the document root, or serve them from their own vhost"),
-    ("userdir.", "user directories are not supported"),
-    ("simple-vhost.", "computed document roots are not supported: write one [[vhost]] per site"),
-    ("evhost.", "computed document roots are not supported: write one [[vhost]] per site"),
-    ("vhostdb.", "computed document roots are not supported: write one [[vhost]] per site"),
+    (
+        "vhostdb.",
+        "computed document roots are not supported: write one [[vhost]] per site",
+    ),
     ("rrdtool.", "not supported"),
     ("status.", "the status page is not supported"),
     ("webdav.", "WebDAV is not supported"),
     ("magnet.", "Lua scripts are not supported"),
-    ("secdownload.", "use the secure-download plugin (plugins/secure-download), configured by hand"),
+    (
+        "secdownload.",
+        "use the secure-download plugin (plugins/secure-download), configured by hand",
+    ),
     ("usertrack.", "not supported"),
     ("sockproxy.", "not supported"),
     ("wstunnel.", "not supported"),
@@ -208,26 +215,63 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("trigger-before-download.", "not supported"),
     ("flv-streaming.", "not supported"),
     ("h264-streaming.", "not supported"),
-    ("auth.backend.htdigest", "htdigest files are not supported (use an htpasswd file)"),
+    (
+        "auth.backend.htdigest",
+        "htdigest files are not supported (use an htpasswd file)",
+    ),
     ("auth.backend.ldap", "LDAP authentication is not supported"),
-    ("auth.backend.mysql", "database authentication is not supported"),
-    ("auth.backend.pgsql", "database authentication is not supported"),
-    ("auth.backend.dbi", "database authentication is not supported"),
-    ("auth.backend.gssapi", "Kerberos authentication is not supported"),
+    (
+        "auth.backend.mysql",
+        "database authentication is not supported",
+    ),
+    (
+        "auth.backend.pgsql",
+        "database authentication is not supported",
+    ),
+    (
+        "auth.backend.dbi",
+        "database authentication is not supported",
+    ),
+    (
+        "auth.backend.gssapi",
+        "Kerberos authentication is not supported",
+    ),
     ("auth.backend.sasl", "SASL authentication is not supported"),
     ("auth.cache", "Tessera remembers successful checks itself"),
-    ("server.error-handler", "error handlers run a script: not supported (static pages: server.errorfile-prefix)"),
-    ("server.kbytes-per-second", "bandwidth limits are not supported"),
-    ("connection.kbytes-per-second", "bandwidth limits are not supported"),
-    ("server.max-request-field-size", "Tessera has its own limits"),
+    (
+        "server.error-handler",
+        "error handlers run a script: not supported (static pages: server.errorfile-prefix)",
+    ),
+    (
+        "server.kbytes-per-second",
+        "bandwidth limits are not supported",
+    ),
+    (
+        "connection.kbytes-per-second",
+        "bandwidth limits are not supported",
+    ),
+    (
+        "server.max-request-field-size",
+        "Tessera has its own limits",
+    ),
     ("server.tag", "the Server header is not configurable"),
     ("mimetype.use-xattr", "xattr MIME types are not supported"),
-    ("url.access-allow", "allow-lists of suffixes are not supported"),
-    ("setenv.add-request-header", "request headers cannot be changed"),
-    ("setenv.set-request-header", "request headers cannot be changed"),
-    ("setenv.add-environment", "there are no CGI environments"),
-    ("setenv.set-environment", "there are no CGI environments"),
-    ("accesslog.use-syslog", "syslog is not supported: log to a file"),
+    (
+        "url.access-allow",
+        "allow-lists of suffixes are not supported",
+    ),
+    (
+        "setenv.add-request-header",
+        "request headers cannot be changed",
+    ),
+    (
+        "setenv.set-request-header",
+        "request headers cannot be changed",
+    ),
+    (
+        "accesslog.use-syslog",
+        "syslog is not supported: log to a file",
+    ),
     ("accesslog.syslog-level", "syslog is not supported"),
     ("accesslog.escaping", "Tessera escapes Apache-style (\\xHH)"),
     ("dir-listing.", "not supported by Tessera's dir-listing"),
@@ -251,6 +295,13 @@ const KNOWN_MODULES: &[&str] = &[
     "mod_compress",
     "mod_proxy",
     "mod_extforward",
+    "mod_fastcgi",
+    "mod_scgi",
+    "mod_cgi",
+    "mod_alias",
+    "mod_userdir",
+    "mod_simple_vhost",
+    "mod_evhost",
 ];
 
 struct Tr<'a> {
@@ -1057,6 +1108,9 @@ impl Tr<'_> {
                 return Vec::new();
             }
         }
+        if let Some(opts) = self.backend_option(ctx, s, report) {
+            return opts;
+        }
         let bool_of = |report: &mut Report| -> Option<bool> {
             let b = val.as_bool();
             if b.is_none() {
@@ -1112,7 +1166,7 @@ impl Tr<'_> {
                 }
                 vec![opt("proxy", "server", V::Arr(entries))]
             }
-            "proxy.balance" => {
+            "proxy.balance" | "fastcgi.balance" | "scgi.balance" => {
                 let v = val.as_string().unwrap_or_default();
                 let b = match v.as_str() {
                     "round-robin" => "round-robin",
@@ -1130,7 +1184,12 @@ impl Tr<'_> {
                 } else {
                     report.translated(src, key, format!("upstream balance = \"{b}\""));
                 }
-                vec![opt("proxy", "balance", V::s(b))]
+                let mods: &[&'static str] = match key {
+                    "proxy.balance" => &["proxy"],
+                    "fastcgi.balance" => &["fastcgi"],
+                    _ => &["scgi", "uwsgi"],
+                };
+                mods.iter().map(|m| opt(m, "balance", V::s(b))).collect()
             }
             "proxy.header" => proxy_header(val, src, report)
                 .into_iter()
@@ -1173,7 +1232,8 @@ impl Tr<'_> {
                 report.dropped(src, key, "not supported: Tessera takes only the client address from the header or the PROXY protocol");
                 Vec::new()
             }
-            "proxy.debug" => {
+            "proxy.debug" | "fastcgi.debug" | "scgi.debug" | "simple-vhost.debug"
+            | "evhost.debug" => {
                 report.not_needed(src, key, "lighttpd's debug logging; use RUST_LOG=debug");
                 Vec::new()
             }
@@ -1218,7 +1278,20 @@ impl Tr<'_> {
                     }
                 }
                 report.translated(src, key, "static-file index-files");
-                vec![opt("static-file", "index-files", V::strs(names))]
+                let mut out = Vec::new();
+                let backends = self.backend_modules();
+                if !backends.is_empty() {
+                    report.translated(
+                        src,
+                        key,
+                        format!("index-files of {}: the names each back end would run (index.php goes to fastcgi where lighttpd runs it)", backends.join(", ")),
+                    );
+                    for m in backends {
+                        out.push(opt(m, "index-names", V::strs(names.clone())));
+                    }
+                }
+                out.push(opt("static-file", "index-files", V::strs(names)));
+                out
             }
             "mimetype.assign" => vec![opt(
                 "static-file",
@@ -1925,57 +1998,8 @@ const BACKEND_KEYS: &[(&str, &str)] = &[
 /// `proxy.server` entries: `[{key, servers, connect-timeout?, …}]`, in order.
 fn proxy_servers(val: &Val, src: &Src, report: &mut Report) -> Vec<V> {
     const KEY: &str = "proxy.server";
-    let Val::Arr(exts) = val else {
-        report.dropped(
-            src,
-            KEY,
-            format!("{}: not a list of prefixes or extensions", val.show()),
-        );
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for (ext, hosts) in exts {
-        let Some(ext) = ext else {
-            report.dropped(
-                src,
-                KEY,
-                format!(
-                    "{}: an entry without a prefix or extension (\"/path/\" => ( … ))",
-                    hosts.show()
-                ),
-            );
-            continue;
-        };
-        let Val::Arr(items) = hosts else {
-            report.dropped(
-                src,
-                KEY,
-                format!("\"{ext}\": {} is not a list of back ends", hosts.show()),
-            );
-            continue;
-        };
-        // `( "host" => …, "port" => … )` directly: one back end.
-        let one = items
-            .iter()
-            .all(|(k, v)| k.is_some() && !matches!(v, Val::Arr(_)));
-        let backends: Vec<Vec<(String, Val)>> = if one {
-            vec![items
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone()?, v.clone())))
-                .collect()]
-        } else {
-            items
-                .iter()
-                .filter_map(|(_, v)| match v {
-                    Val::Arr(p) => Some(
-                        p.iter()
-                            .filter_map(|(k, v)| Some((k.clone()?.to_ascii_lowercase(), v.clone())))
-                            .collect(),
-                    ),
-                    _ => None,
-                })
-                .collect()
-        };
+    for (ext, backends) in backends::keyed_hosts(KEY, val, src, report) {
         let mut servers = Vec::new();
         let mut settings: Vec<(String, V)> = Vec::new();
         for b in &backends {
@@ -2284,6 +2308,16 @@ fn translate(parsed: &Parsed, main: &str, report: &mut Report) -> Result<Output,
             "the vhost modules lists (pipelines)",
         );
         tr.loaded = list;
+    }
+    for (m, src) in backends::debian_depends(&parsed.files) {
+        if !tr.is_loaded(&m) {
+            report.approximated(
+                &src,
+                "-*- depends -*-",
+                format!("Debian's lighty-enable-mod enables the configuration loading {m} with this file: imported as if {m} were in server.modules"),
+            );
+            tr.loaded.push(m);
+        }
     }
     for (i, c) in parsed.contexts.iter().enumerate().skip(1) {
         if let Some(s) = c.get("server.modules") {
