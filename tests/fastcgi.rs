@@ -390,18 +390,51 @@ fn pool_figures(s: &Server) -> (u64, u64, u64) {
 fn connections_to_php_fpm_are_kept_and_reused() {
     let d = crate::util::TempDir::new("fpm-keep");
     let fpm = Fpm::start(&d);
-    let s = fpm_site(&fpm, "", "");
+    let s = fpm_site(&fpm, "", "keep-conn = true");
     for _ in 0..5 {
         assert_eq!(s.get("/hello.php").text(), "hello");
     }
     // FCGI_KEEP_CONN: one connection carried all five, and waits idle
     assert_eq!(pool_figures(&s), (5, 1, 1));
-    // keepalive = 0: no FCGI_KEEP_CONN, php-fpm closes, nothing is kept
-    let s = fpm_site(&fpm, "keepalive = 0", "");
+    // the default: no FCGI_KEEP_CONN, php-fpm closes, nothing is kept
+    let s = fpm_site(&fpm, "", "");
     for _ in 0..3 {
         assert_eq!(s.get("/hello.php").text(), "hello");
     }
     assert_eq!(pool_figures(&s), (3, 0, 0));
+}
+
+#[test]
+fn kept_connections_never_starve_requests_beyond_the_php_workers() {
+    // php-fpm has 2 workers (Fpm::start); with keep-conn each kept
+    // connection holds one, so max-connections = 2 and the others wait for
+    // a connection instead of queueing in php-fpm's backlog behind idle ones
+    let d = crate::util::TempDir::new("fpm-starve");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(
+        &fpm,
+        "max-connections = 2
+read-timeout = 5",
+        "keep-conn = true",
+    );
+    let ok: usize = std::thread::scope(|sc| {
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                sc.spawn(|| {
+                    (0..10)
+                        .filter(|_| {
+                            let r = s.get("/hello.php");
+                            r.status == 200 && r.text() == "hello"
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).sum()
+    });
+    assert_eq!(ok, 80, "{}", s.stderr());
+    let (_, open, _) = pool_figures(&s);
+    assert!(open <= 2, "at most max-connections open: {open}");
 }
 
 #[test]

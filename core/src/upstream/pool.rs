@@ -59,6 +59,9 @@ pub struct Pool {
     index: usize,
     /// The module instance that uses the pool; gone after a reload.
     owner: Weak<()>,
+    /// Signalled when a connection is given back or closed, for a lease
+    /// waiting at `max-connections`.
+    freed: tokio::sync::Notify,
 }
 
 thread_local! {
@@ -101,6 +104,7 @@ pub fn pool(owner: &Arc<()>, upstream: &Arc<Upstream>, index: usize) -> Rc<Pool>
                     upstream: upstream.clone(),
                     index,
                     owner: Arc::downgrade(owner),
+                    freed: tokio::sync::Notify::new(),
                 })
             })
             .clone()
@@ -157,24 +161,72 @@ impl Pool {
     }
 
     /// An idle connection that is still good, or a new one (to `resolved`,
-    /// the server's TCP address resolved at start, when given).
+    /// the server's TCP address resolved at start, when given). At
+    /// `max-connections` it waits for a connection to be given back or
+    /// closed, up to `connect-timeout` (a FastCGI application with a fixed
+    /// number of workers, php-fpm's `pm.max_children`, serves no more
+    /// connections than that at once: more would wait in its backlog).
     ///
     /// # Errors
-    /// [`LeaseError`]: refused, timed out, or `max-connections` reached.
+    /// [`LeaseError`]: refused, timed out, or still at `max-connections`
+    /// after `connect-timeout`.
     pub async fn lease(
         self: &Rc<Self>,
         resolved: Option<std::net::SocketAddr>,
     ) -> Result<Lease, LeaseError> {
+        let deadline = Instant::now() + self.limits.connect;
+        loop {
+            if let Some(l) = self.reuse() {
+                return Ok(l);
+            }
+            if self.open.get() < self.limits.max_connections {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero()
+                || actix_rt::time::timeout(left, self.freed.notified())
+                    .await
+                    .is_err()
+            {
+                return Err(LeaseError::Busy);
+            }
+        }
+        // counted before the connect, so that leases connecting at the same
+        // time never pass max-connections together
+        self.open.set(self.open.get() + 1);
+        self.server()
+            .open_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let address = &self.server().address;
+        let conn = match Connection::connect(address, resolved, self.limits.connect).await {
+            Ok(c) => c,
+            Err(e) => {
+                self.closed();
+                return Err(if e.kind() == std::io::ErrorKind::TimedOut {
+                    LeaseError::ConnectTimeout
+                } else {
+                    LeaseError::Connect(e)
+                });
+            }
+        };
+        Ok(Lease {
+            conn: Some(conn),
+            pool: self.clone(),
+            reused: false,
+        })
+    }
+
+    /// An idle connection that is young enough and still quiet; stale ones
+    /// are closed on the way.
+    fn reuse(self: &Rc<Self>) -> Option<Lease> {
         loop {
             let popped = self.idle.borrow_mut().pop();
-            let Some((since, conn)) = popped else {
-                break;
-            };
+            let (since, conn) = popped?;
             self.server()
                 .idle_connections
                 .fetch_sub(1, Ordering::Relaxed);
             if since.elapsed() < self.limits.keepalive_timeout && !conn.went_bad() {
-                return Ok(Lease {
+                return Some(Lease {
                     conn: Some(conn),
                     pool: self.clone(),
                     reused: true,
@@ -182,26 +234,6 @@ impl Pool {
             }
             self.closed();
         }
-        if self.open.get() >= self.limits.max_connections {
-            return Err(LeaseError::Busy);
-        }
-        let address = &self.server().address;
-        let conn = match Connection::connect(address, resolved, self.limits.connect).await {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Err(LeaseError::ConnectTimeout)
-            }
-            Err(e) => return Err(LeaseError::Connect(e)),
-        };
-        self.open.set(self.open.get() + 1);
-        self.server()
-            .open_connections
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(Lease {
-            conn: Some(conn),
-            pool: self.clone(),
-            reused: false,
-        })
     }
 
     fn give_back(&self, conn: Connection) {
@@ -216,6 +248,7 @@ impl Pool {
         self.server()
             .idle_connections
             .fetch_add(1, Ordering::Relaxed);
+        self.freed.notify_one();
     }
 
     fn closed(&self) {
@@ -223,5 +256,6 @@ impl Pool {
         self.server()
             .open_connections
             .fetch_sub(1, Ordering::Relaxed);
+        self.freed.notify_one();
     }
 }

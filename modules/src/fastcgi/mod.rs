@@ -35,11 +35,12 @@
 //!   lines go to the error log. An application that ends its connection
 //!   before END_REQUEST makes the client's connection close without a proper
 //!   end. Refused is 502 and a timeout 504, as for `proxy`.
-//! - **Connection reuse.** With the upstream's `keepalive` above 0 (the
-//!   default) requests are sent with `FCGI_KEEP_CONN` and the connection
-//!   goes back to the worker's pool after END_REQUEST (lighttpd and nginx
-//!   `fastcgi_keep_conn`); a kept connection the application closed is
-//!   replaced once, when the body can be sent again.
+//! - **Connection reuse** with `keep-conn = true`: requests are sent with
+//!   `FCGI_KEEP_CONN` and the connection goes back to the worker's pool
+//!   after END_REQUEST (nginx `fastcgi_keep_conn`); a kept connection the
+//!   application closed is replaced once, when the body can be sent again.
+//!   Off by default, as in nginx and lighttpd: each kept connection holds
+//!   one of the application's workers.
 //! - **Processes**: an `[[upstream]]` with a `[upstream.spawn]` table is
 //!   started and kept running by Tessera (lighttpd's `bin-path`).
 
@@ -100,6 +101,15 @@ pub struct FastCgiConfig {
     /// in answers. Default false (lighttpd `x-sendfile`).
     #[serde(default)]
     pub x_sendfile: bool,
+    /// Keep connections to the application open between requests
+    /// (`FCGI_KEEP_CONN`, nginx `fastcgi_keep_conn`), in the upstream's
+    /// pools. Default false, as nginx: an application with a fixed number
+    /// of workers (php-fpm's `pm.max_children`, php-cgi's
+    /// `PHP_FCGI_CHILDREN`) gives each kept connection a worker of its own,
+    /// so the upstream's `max-connections` times Tessera's workers must not
+    /// exceed them (requests beyond wait for a connection, see the pool).
+    #[serde(default)]
+    pub keep_conn: bool,
     /// Directories X-Sendfile may serve from, relative ones from the
     /// configuration's directory. Default: the document root (lighttpd
     /// `x-sendfile-docroot`).
@@ -116,6 +126,7 @@ impl Default for FastCgiConfig {
             check_local: true,
             index_files: default_index(),
             params: HashMap::new(),
+            keep_conn: false,
             x_sendfile: false,
             x_sendfile_docroot: Vec::new(),
         }
@@ -138,8 +149,8 @@ pub struct FastCgi {
     scripts: ScriptMap,
     params: Vec<(String, String)>,
     sendfile: XSendfile,
-    /// Send `FCGI_KEEP_CONN` and pool connections (the upstream's
-    /// `keepalive` is above 0).
+    /// Send `FCGI_KEEP_CONN` and pool connections (`keep-conn`, and the
+    /// upstream's `keepalive` is above 0).
     keep_conn: bool,
     /// Alive as long as the instance: keys and ends its per-worker pools.
     alive: Arc<()>,
@@ -161,7 +172,7 @@ impl ModuleDecl for FastCgi {
             )
         })?;
         Ok(FastCgi {
-            keep_conn: upstream.config.keepalive > 0,
+            keep_conn: cfg.keep_conn && upstream.config.keepalive > 0,
             upstream,
             scripts: ScriptMap::new(
                 cfg.extensions,
