@@ -148,10 +148,10 @@ COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i"'
 
 
 def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_extra="", workers=None,
-               upstream=None, status=False):
+               upstream=None, status=False, loc=None):
     """`nofile`, `connections` and `http_extra` (lines for the http block) are for benches/resilience.py;
     `workers` (default: cores) and `status` (stub_status at UPSTREAM_STATUS) for the upstream of the
-    proxy runs; `upstream` is the upstream's port (variant "proxy")."""
+    proxy runs; `upstream` is the upstream's port (variant "proxy"); `loc` the locations of variant "plain"."""
     log = "access_log off;"
     extra = ""
     if variant in ("log", "pipeline"):
@@ -188,7 +188,7 @@ def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_ext
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }"""
-    else:
+    elif not loc:
         loc = "location / { }"
     if status:
         loc += f"\n        location = {UPSTREAM_STATUS} {{ stub_status; }}"
@@ -599,7 +599,7 @@ def parse_wrk(out):
     return {
         "requests": j["requests"], "bytes": j["bytes"], "secs": dur,
         "rps": j["requests"] / dur, "mibs": j["bytes"] / dur / MIB,
-        "p99_ms": j["p99"] / 1000, "errors": errors,
+        "p50_ms": j["p50"] / 1000, "p99_ms": j["p99"] / 1000, "mean_ms": j["mean"] / 1000, "errors": errors,
         "socket_errors": {k: j[k] for k in ("connect", "read", "write", "timeout")},
     }
 
