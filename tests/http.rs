@@ -17,6 +17,7 @@ mod fastcgi;
 mod fuzz_corpus;
 mod health;
 mod import;
+mod import_backends;
 mod lifecycle;
 mod mass_vhost;
 mod plugins;

@@ -19,7 +19,7 @@ const LIGHTTPD: &str = "/usr/sbin/lighttpd";
 /// present (the project's shared test data), else the copy kept in the
 /// repository (`import/tests/data/legacy-configs`, identical), so that a fresh
 /// clone tests the same files.
-fn legacy_dir() -> PathBuf {
+pub(crate) fn legacy_dir() -> PathBuf {
     let shared = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../shared/legacy-configs"
@@ -249,7 +249,7 @@ fn is_root() -> bool {
 }
 
 /// Lines that make lighttpd drop root for `nobody` (it opens its logs first).
-fn unprivileged() -> &'static str {
+pub(crate) fn unprivileged() -> &'static str {
     if is_root() {
         "server.username = \"nobody\"\nserver.groupname = \"nogroup\"\n"
     } else {
@@ -437,6 +437,18 @@ fn import_on_any_port(source: &str, conf: &Path, dir: &Path) -> (toml::Table, St
 /// other free ports in their place (the import's addresses renamed, socket
 /// matchers and vhost `listen` included), and every request goes to both.
 fn compare(dir: &TempDir, conf_text: &str, requests: &[(&str, &str)]) {
+    compare_edited(dir, conf_text, requests, |t| t);
+}
+
+/// [`compare`], with `edit` applied to the imported configuration's text
+/// before Tessera starts on it (a back end's socket moved aside, so that
+/// lighttpd's and Tessera's spawned processes do not share a path).
+pub(crate) fn compare_edited(
+    dir: &TempDir,
+    conf_text: &str,
+    requests: &[(&str, &str)],
+    edit: impl Fn(String) -> String,
+) {
     let port = free_port();
     let port2 = conf_text.contains("PORT2").then(free_port);
     let conf = dir.write(
@@ -446,6 +458,8 @@ fn compare(dir: &TempDir, conf_text: &str, requests: &[(&str, &str)]) {
             .replace("PORT", &port.to_string()),
     );
     let (tv, imported, report) = import_on_any_port("lighttpd", &conf, dir.path());
+    let tv: toml::Table = toml::from_str(&edit(toml::to_string(&tv).unwrap())).unwrap();
+    let imported = edit(imported);
     let l = start_lighttpd(&conf, port, dir.path());
     let (_server, pairs) = match port2 {
         None => {
@@ -656,12 +670,12 @@ $HTTP["host"] =$ "main.test" {{
     compare(&dir, &conf, &requests);
 }
 
-#[test]
-fn debian_default_configuration_behaves_like_lighttpd() {
-    // Debian's own /etc/lighttpd/lighttpd.conf (the legacy copy when the
-    // package is not configured here), with its port, pid file, logs and user
-    // pointed at the test's directory, and its document root holding a copy
-    // of Debian's placeholder page.
+/// Debian's own /etc/lighttpd/lighttpd.conf (the legacy copy when the
+/// package is not configured here), with its port, pid file, logs and user
+/// pointed at the test's directory and its document root at `dir/html`;
+/// with `enabled`, its `conf-enabled` include names that directory instead
+/// (the modules `lighty-enable-mod` would have linked there).
+pub(crate) fn debian_conf(dir: &TempDir, enabled: Option<&Path>) -> String {
     let installed = Path::new("/etc/lighttpd/lighttpd.conf");
     let source = if installed.exists() {
         installed.to_owned()
@@ -669,19 +683,7 @@ fn debian_default_configuration_behaves_like_lighttpd() {
         legacy_dir().join("lighttpd/debian-1.4.69/lighttpd.conf")
     };
     let text = std::fs::read_to_string(&source).unwrap();
-    let dir = TempDir::new("debian");
     let root = dir.path().display().to_string();
-    dir.write(
-        "html/index.lighttpd.html",
-        "<html><body>placeholder</body></html>\n",
-    );
-    dir.write("html/index.html", "<html><body>Debian</body></html>\n");
-    dir.write("html/notes.txt", "notes\n");
-    dir.write("html/style.css", "p {}\n");
-    dir.write("html/data.json", "{}\n");
-    dir.write("html/app.js", "1;\n");
-    dir.write("html/old.html~", "backup\n");
-    dir.write("html/sub/readme.txt", "sub\n");
     let mut conf = String::new();
     for line in text.lines() {
         let key = line.split('=').next().unwrap_or("").trim();
@@ -693,12 +695,35 @@ fn debian_default_configuration_behaves_like_lighttpd() {
             "server.upload-dirs" => format!("server.upload-dirs = ( \"{root}\" )"),
             "server.username" | "server.groupname" => continue,
             _ if line.contains("use-ipv6.pl") => continue,
+            _ if line.starts_with("include \"/etc/lighttpd/conf-enabled/") && enabled.is_some() => {
+                format!("include \"{}/*.conf\"", enabled.unwrap().display())
+            }
             _ => line.to_owned(),
         };
         conf.push_str(&replaced);
         conf.push('\n');
     }
     conf.push_str(unprivileged());
+    conf
+}
+
+#[test]
+fn debian_default_configuration_behaves_like_lighttpd() {
+    // Debian's lighttpd.conf, its document root holding a copy of Debian's
+    // placeholder page.
+    let dir = TempDir::new("debian");
+    dir.write(
+        "html/index.lighttpd.html",
+        "<html><body>placeholder</body></html>\n",
+    );
+    dir.write("html/index.html", "<html><body>Debian</body></html>\n");
+    dir.write("html/notes.txt", "notes\n");
+    dir.write("html/style.css", "p {}\n");
+    dir.write("html/data.json", "{}\n");
+    dir.write("html/app.js", "1;\n");
+    dir.write("html/old.html~", "backup\n");
+    dir.write("html/sub/readme.txt", "sub\n");
+    let conf = debian_conf(&dir, None);
     let requests: Vec<(&str, &str)> = [
         "/",
         "/index.html",
