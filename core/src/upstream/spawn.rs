@@ -295,10 +295,17 @@ impl Listener {
         match address {
             Address::Tcp(a) => Ok(Listener::Tcp(std::net::TcpListener::bind(a.as_str())?)),
             Address::Unix(p) => {
-                // a socket file left by an earlier run (lighttpd removes it too)
+                // a socket file left by an earlier run is removed (lighttpd
+                // does it too), but not one that something still listens on
                 if std::fs::symlink_metadata(p)
                     .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
                 {
+                    if std::os::unix::net::UnixStream::connect(p).is_ok() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::AddrInUse,
+                            "another process listens on this socket",
+                        ));
+                    }
                     let _ = std::fs::remove_file(p);
                 }
                 Ok(Listener::Unix(std::os::unix::net::UnixListener::bind(p)?))
