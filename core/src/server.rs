@@ -788,6 +788,7 @@ async fn respond(
     req: &HttpRequest,
     payload: Option<actix_web::dev::Payload>,
 ) -> HttpResponse {
+    let began = Instant::now();
     let early = protocol_check(req, &cfg.server);
     let vhost = cfg.vhosts.select_on(
         if early.is_some() {
@@ -847,7 +848,7 @@ async fn respond(
         resolve(&cx)
     };
     let needs_log = active.iter().any(|(h, _)| h.contains(Hooks::LOG));
-    let times = needs_log.then(|| (SystemTime::now(), Instant::now()));
+    let times = needs_log.then(|| (SystemTime::now(), began));
     let mut res = match early {
         Some(r) => r,
         None => {
@@ -893,13 +894,15 @@ async fn respond(
         BodySize::Sized(n) if req.method() != Method::HEAD => n,
         _ => 0,
     };
-    vhost.counters.record(res.status().as_u16(), sized);
+    vhost
+        .counters
+        .record(res.status().as_u16(), sized, began.elapsed());
     // A rewrite may have brought in log modules the first resolution lacked.
     let times = times.or_else(|| {
         active
             .iter()
             .any(|(h, _)| h.contains(Hooks::LOG))
-            .then(|| (SystemTime::now(), Instant::now()))
+            .then(|| (SystemTime::now(), began))
     });
     let Some((start_time, started)) = times else {
         return res;

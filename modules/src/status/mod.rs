@@ -12,12 +12,25 @@
 //! ```
 //!
 //! Counters: requests by vhost and status class, response bytes by vhost
-//! (Content-Length of sized bodies), active connections, connections closed by
-//! `client-header-timeout` or `send-timeout`, uptime in seconds,
-//! configuration generation (1 + successful reloads), access-log lines
-//! written and dropped per file, and per upstream server: requests,
-//! failures, up or down (passive and active health), requests in flight,
-//! connections open and idle.
+//! (Content-Length of sized bodies), request durations by vhost (a
+//! histogram, [`tessera_core::stats::DURATION_BOUNDS_US`]), active
+//! connections, connections closed by `client-header-timeout` or
+//! `send-timeout`, uptime in seconds, configuration generation (1 +
+//! successful reloads), access-log lines written and dropped per file, and
+//! per upstream server: requests, failures, up or down (passive and active
+//! health), requests in flight, connections open and idle.
+//!
+//! Formats: `text`, `prometheus`, `json` (the same figures as one object,
+//! see `json.rs`), and `html`: a live dashboard ([`DASHBOARD`], a static page
+//! with its script inline, no outside resources) that polls the JSON form
+//! every second and charts the last five minutes, like cherokee-admin's
+//! status page.
+
+mod json;
+
+/// The dashboard page (`format=html`): HTML, CSS and a small script in one
+/// file, no outside resources, no build step.
+pub const DASHBOARD: &str = include_str!("dashboard.html");
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -29,6 +42,7 @@ use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::response::error_response;
 use tessera_core::rule::{canonical_ip, parse_cidr};
+use tessera_core::stats::DURATION_BOUNDS_US;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl, Outcome};
 
 /// Output format.
@@ -40,6 +54,10 @@ pub enum Format {
     Text,
     /// Prometheus text exposition format 0.0.4.
     Prometheus,
+    /// One JSON object (the `json` form the dashboard polls).
+    Json,
+    /// The live dashboard page, which polls the JSON form.
+    Html,
 }
 
 /// Options of `[vhost.status]` (normally in a rule table).
@@ -50,8 +68,8 @@ pub struct StatusConfig {
     /// Default: everyone.
     #[serde(default)]
     pub allow: Vec<String>,
-    /// `text` (default) or `prometheus`; the query `format=prometheus` or
-    /// `format=text` overrides it per request.
+    /// `text` (default), `prometheus`, `json` or `html` (the dashboard);
+    /// the query `format=...` overrides it per request.
     #[serde(default)]
     pub format: Format,
 }
@@ -105,17 +123,24 @@ pub fn render(
     let vhosts = st.vhosts();
     let logs = st.log_files();
     match format {
+        Format::Json => return json::render(upstreams),
+        Format::Html => return DASHBOARD.to_string(),
         Format::Text => {
             let _ = writeln!(out, "uptime-seconds: {uptime}");
             let _ = writeln!(out, "config-generation: {generation}");
             let _ = writeln!(out, "connections-active: {conns}");
             let _ = writeln!(out, "connections-timed-out: {timeouts}");
-            for (v, by, bytes) in &vhosts {
-                let _ = write!(out, "vhost {v}:");
-                for (c, n) in CLASSES.iter().zip(by) {
+            for v in &vhosts {
+                let _ = write!(out, "vhost {}:", v.label);
+                for (c, n) in CLASSES.iter().zip(&v.by_class) {
                     let _ = write!(out, " {c}={n}");
                 }
-                let _ = writeln!(out, " requests={} bytes={bytes}", by.iter().sum::<u64>());
+                let _ = writeln!(
+                    out,
+                    " requests={} bytes={}",
+                    v.by_class.iter().sum::<u64>(),
+                    v.bytes
+                );
             }
             for (p, w, d) in &logs {
                 let _ = writeln!(
@@ -179,12 +204,12 @@ pub fn render(
                 "# HELP tessera_requests_total Responses by vhost and status class."
             );
             let _ = writeln!(out, "# TYPE tessera_requests_total counter");
-            for (v, by, _) in &vhosts {
-                for (c, n) in CLASSES.iter().zip(by) {
+            for v in &vhosts {
+                for (c, n) in CLASSES.iter().zip(&v.by_class) {
                     let _ = writeln!(
                         out,
                         "tessera_requests_total{{vhost=\"{}\",class=\"{c}\"}} {n}",
-                        label(v)
+                        label(&v.label)
                     );
                 }
             }
@@ -193,11 +218,40 @@ pub fn render(
                 "# HELP tessera_response_bytes_total Response body bytes by vhost."
             );
             let _ = writeln!(out, "# TYPE tessera_response_bytes_total counter");
-            for (v, _, bytes) in &vhosts {
+            for v in &vhosts {
                 let _ = writeln!(
                     out,
-                    "tessera_response_bytes_total{{vhost=\"{}\"}} {bytes}",
-                    label(v)
+                    "tessera_response_bytes_total{{vhost=\"{}\"}} {}",
+                    label(&v.label),
+                    v.bytes
+                );
+            }
+            let _ = writeln!(
+                out,
+                "# HELP tessera_request_duration_seconds Time from a request's dispatch to its response head, by vhost."
+            );
+            let _ = writeln!(out, "# TYPE tessera_request_duration_seconds histogram");
+            for v in &vhosts {
+                let name = label(&v.label);
+                let mut cumulative = 0;
+                for (i, n) in v.duration_buckets.iter().enumerate() {
+                    cumulative += n;
+                    let le = DURATION_BOUNDS_US
+                        .get(i)
+                        .map_or_else(|| "+Inf".to_string(), |us| format!("{}", *us as f64 / 1e6));
+                    let _ = writeln!(
+                        out,
+                        "tessera_request_duration_seconds_bucket{{vhost=\"{name}\",le=\"{le}\"}} {cumulative}"
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "tessera_request_duration_seconds_sum{{vhost=\"{name}\"}} {}",
+                    v.duration_sum_us as f64 / 1e6
+                );
+                let _ = writeln!(
+                    out,
+                    "tessera_request_duration_seconds_count{{vhost=\"{name}\"}} {cumulative}"
                 );
             }
             let _ = writeln!(
@@ -323,11 +377,15 @@ impl Module for Status {
         {
             Some("prometheus") => Format::Prometheus,
             Some("text") => Format::Text,
+            Some("json") => Format::Json,
+            Some("html") => Format::Html,
             _ => self.format,
         };
         let ctype = match format {
             Format::Text => "text/plain; charset=utf-8",
             Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::Json => "application/json",
+            Format::Html => "text/html; charset=utf-8",
         };
         let mut r = HttpResponse::Ok().body(render(format, &self.upstreams));
         r.headers_mut()
@@ -344,9 +402,11 @@ mod tests {
 
     #[test]
     fn renders_both_formats() {
-        tessera_core::stats::global()
-            .vhost("unit.test")
-            .record(204, 10);
+        tessera_core::stats::global().vhost("unit.test").record(
+            204,
+            10,
+            std::time::Duration::from_micros(700),
+        );
         let t = render(Format::Text, &[]);
         assert!(t.contains("vhost unit.test: 1xx=0 2xx=1"), "{t}");
         assert!(t.contains("config-generation: "), "{t}");
@@ -360,6 +420,32 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("# TYPE tessera_connections_active gauge"), "{p}");
+        assert!(
+            p.contains(
+                "tessera_request_duration_seconds_bucket{vhost=\"unit.test\",le=\"0.0005\"} 0"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains(
+                "tessera_request_duration_seconds_bucket{vhost=\"unit.test\",le=\"0.001\"} 1"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("tessera_request_duration_seconds_count{vhost=\"unit.test\"} 1"),
+            "{p}"
+        );
+        let j: serde_json::Value = serde_json::from_str(&render(Format::Json, &[])).unwrap();
+        let v = j["vhosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "unit.test")
+            .unwrap();
+        assert_eq!(v["requests"][1], 1);
+        assert_eq!(v["duration"]["count"], 1);
+        assert!(render(Format::Html, &[]).contains("<canvas"));
         assert_eq!(label("a\"b\\c"), "a\\\"b\\\\c");
     }
 }
