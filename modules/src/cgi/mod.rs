@@ -100,8 +100,9 @@ pub struct CgiConfig {
     /// in the output. Default false (lighttpd `cgi.x-sendfile`).
     #[serde(default)]
     pub x_sendfile: bool,
-    /// Absolute directories X-Sendfile may serve files from. Default: the
-    /// vhost's document root (lighttpd `cgi.x-sendfile-docroot`).
+    /// Directories X-Sendfile may serve files from, relative ones from the
+    /// configuration's directory. Default: the vhost's document root
+    /// (lighttpd `cgi.x-sendfile-docroot`).
     #[serde(default)]
     pub x_sendfile_docroot: Vec<PathBuf>,
     /// Seconds a script may run, its output included; then its process
@@ -203,6 +204,7 @@ impl ModuleDecl for Cgi {
                 cfg.x_sendfile,
                 &cfg.x_sendfile_docroot,
                 &cx.vhost.document_root,
+                cx.config_dir,
             )?,
             timeout: Duration::from_secs(cfg.timeout),
             max_processes: cfg.max_processes,
