@@ -81,6 +81,24 @@ fn scripts(d: &TempDir) {
         "www/hold.cgi",
         &format!("#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nheld\\n'\ni=0\nwhile [ ! -e {pids}/release ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\necho released\n"),
     );
+    script(
+        d,
+        "www/nph-bad.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nno status line'\n",
+    );
+    script(d, "www/nohead.cgi", "#!/bin/sh\nexit 3\n");
+    script(
+        d,
+        "www/local.cgi",
+        "#!/bin/sh\nprintf 'Location: /plain.txt\\n\\n'\n",
+    );
+    d.write("www/plain.txt", "static");
+    // no extension: run through script-name
+    script(
+        d,
+        "www/tool",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"SCRIPT_NAME=$SCRIPT_NAME\"\necho \"PATH_INFO=$PATH_INFO\"\n",
+    );
     // declares more than it writes, then dies
     script(
         d,
@@ -202,6 +220,28 @@ fn cgi_status_location_nph_and_stderr() {
     let r = s.get("/nph-status.cgi");
     assert_eq!((r.status, r.text().as_str()), (201, "nph body"));
     assert_eq!(r.header("x-nph"), Some("yes"));
+    // an nph- script must start with its status line
+    assert_eq!(s.get("/nph-bad.cgi").status, 500);
+    // no header block at all: 500
+    assert_eq!(s.get("/nohead.cgi").status, 500);
+    // a local Location without Status: what that path serves (RFC 3875 §6.2.2)
+    let r = s.get("/local.cgi");
+    assert_eq!((r.status, r.text().as_str()), (200, "static"));
+}
+
+#[test]
+fn a_cgi_script_named_by_script_name_takes_its_prefix() {
+    let s = Server::start(
+        &format!(
+            "{}\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/tool/\" }}\n[vhost.rule.cgi]\nscript-name = \"/tool\"\n",
+            config("")
+        ),
+        scripts,
+    );
+    let r = s.get("/tool/a/b?x=1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(var(&r, "SCRIPT_NAME"), Some("/tool"));
+    assert_eq!(var(&r, "PATH_INFO"), Some("/a/b"));
 }
 
 #[test]

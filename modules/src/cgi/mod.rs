@@ -27,17 +27,23 @@
 //!   is the CGI variables ([`crate::gateway::environment`]; `HTTP_*` without
 //!   `HTTP_PROXY`), `PATH` and `LD_LIBRARY_PATH` from Tessera's, then
 //!   `params`.
-//! - **The body** goes to stdin while the output is read; a chunked body is
+//! - **The body** goes to stdin while the output is read (up to
+//!   [`FEED_BUFFER`] bytes of it are kept until the body is in, since the
+//!   engine discards a body the handler left unread); a chunked body is
 //!   collected first (up to `max-body-size`: `CONTENT_LENGTH` is needed).
 //! - **The output**: a CGI header block (`Status:`, `Location:`, other
-//!   fields; a local `Location` is an internal redirect) or, for `nph-`
-//!   scripts (RFC 3875 §5), an HTTP status line and fields; then the body,
-//!   streamed as it comes until stdout closes. No header block is 500. A
+//!   fields; a local `Location` is an internal redirect; an HTTP status
+//!   line is accepted too) or, for scripts named `nph-*` (RFC 3875 §5), an
+//!   HTTP status line and fields, which must be there (otherwise 500); then
+//!   the body, streamed as it comes until stdout closes. Tessera frames the
+//!   body itself (chunked or by length), as for every answer; the status and
+//!   fields are the script's. No header block is 500. A
 //!   declared `Content-Length` the output does not reach makes the client's
 //!   connection close without a proper end. stderr goes to the error log.
 //! - **Limits**: `timeout` seconds for the whole run (then the process group
 //!   is killed: 504 before the header block, a broken-off body after), a
-//!   client that goes away kills the group too, and at most `max-processes`
+//!   client that goes away kills the group too (noticed when the next output
+//!   cannot be written to it), and at most `max-processes`
 //!   scripts run at once in the server (503 with `Retry-After: 1` beyond).
 
 mod process;
@@ -68,10 +74,11 @@ use crate::eof_output::{declared_length, Limit, Output, OutputError};
 use crate::gateway::{self, Head, Input, Script, ScriptMap, XSendfile};
 use process::{feed, Process, Slots, Spawn};
 
-/// Output read from a script while its request body is still being written
+/// Output kept from a script while its request body is still being written
 /// to it, at most, bytes; beyond it the script waits (its pipe fills) until
-/// the body is in.
-const FEED_BUFFER: usize = 1024 * 1024;
+/// the body is in, which for a script that must read more of its input to go
+/// on ends at its `timeout` (504).
+pub const FEED_BUFFER: usize = 1024 * 1024;
 
 /// Options of `[vhost.cgi]` (or a rule's `cgi` table).
 #[derive(Debug, Deserialize)]
@@ -315,6 +322,16 @@ impl Cgi {
         };
         if let Some(n) = declared_length(&head) {
             out.expect(n);
+        }
+        // a non-parsed-header script gives the status line itself (RFC 3875
+        // §5); it is parsed like the rest, and the engine frames the body
+        let nph = script
+            .filename
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"nph-"));
+        if nph && !head.starts_with(b"HTTP/") {
+            tracing::error!(script = %p.script(), "cgi: an nph- script whose output does not start with a status line");
+            return error_response(StatusCode::INTERNAL_SERVER_ERROR);
         }
         let head = match Head::parse(&head) {
             Ok(h) => h,
