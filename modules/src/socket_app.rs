@@ -4,7 +4,7 @@
 //! an HTTP status line and fields, ending the answer by closing the
 //! connection. Each protocol gives only its encoding ([`Protocol`]); the
 //! script routing, variables, body, head and X-Sendfile are
-//! [`crate::gateway`]'s, the reading of the answer [`crate::eof_output`]'s.
+//! [`crate::gateway`]'s, the reading of the answer `eof_output.rs`'s.
 
 use std::marker::PhantomData;
 use std::sync::Arc;

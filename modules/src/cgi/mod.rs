@@ -23,7 +23,7 @@
 //!   is never sent), decided before anything is spawned. A spawn that fails
 //!   (a missing interpreter, a file the kernel cannot execute) is 500 and
 //!   logged. The working directory is the script's (lighttpd, Apache), the
-//!   process runs in its own process group ([`process`]), its environment
+//!   process runs in its own process group (`cgi/process.rs`), its environment
 //!   is the CGI variables ([`crate::gateway::environment`]; `HTTP_*` without
 //!   `HTTP_PROXY`), `PATH` and `LD_LIBRARY_PATH` from Tessera's, then
 //!   `params`.

@@ -19,7 +19,7 @@
 //! variables it sends are those of `fastcgi` ([`crate::gateway`]); the keys
 //! are [`ScgiConfig`]'s.
 //!
-//! - **The request** ([`protocol`]): a netstring of NUL-separated names and
+//! - **The request** (`protocol.rs`): a netstring of NUL-separated names and
 //!   values, `CONTENT_LENGTH` first and `SCGI=1`, then exactly
 //!   `CONTENT_LENGTH` bytes of body. A chunked body is collected first, up
 //!   to `max-body-size`.
@@ -43,7 +43,7 @@ use crate::socket_app::{Protocol, SocketApp, Vars};
 /// The `scgi` module: [`SocketApp`] speaking [`ScgiProtocol`].
 pub type Scgi = SocketApp<ScgiProtocol>;
 
-/// The SCGI protocol (Neil Schemenauer, 2006; [`protocol`]).
+/// The SCGI protocol (Neil Schemenauer, 2006; `scgi/protocol.rs`).
 pub struct ScgiProtocol;
 
 impl Protocol for ScgiProtocol {

@@ -18,7 +18,7 @@
 //! variables it sends are those of `fastcgi` ([`crate::gateway`]); the keys
 //! are [`UwsgiConfig`]'s, with `modifier1`.
 //!
-//! - **The request** ([`protocol`]): the uwsgi packet — `modifier1`
+//! - **The request** (`protocol.rs`): the uwsgi packet — `modifier1`
 //!   (default 0, Python WSGI), the variables' size (16-bit little-endian),
 //!   `modifier2` = 0, then each variable as 16-bit little-endian lengths and
 //!   bytes — then the body. The variables may take at most 65535 bytes
@@ -39,7 +39,7 @@ pub use protocol::PacketError;
 /// The `uwsgi` module: [`SocketApp`] speaking [`UwsgiProtocol`].
 pub type Uwsgi = SocketApp<UwsgiProtocol>;
 
-/// The uwsgi protocol ([`protocol`]).
+/// The uwsgi protocol (`uwsgi/protocol.rs`).
 pub struct UwsgiProtocol;
 
 impl Protocol for UwsgiProtocol {
