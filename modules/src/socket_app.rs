@@ -89,7 +89,7 @@ impl<P: Protocol> Module for SocketApp<P> {
     }
 
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
-        let script = self.scripts.resolve(cx.path(), &cx.vhost.document_root)?;
+        let script = self.scripts.resolve_request(cx)?;
         Some(Box::pin(self.run(cx, script)))
     }
 }
