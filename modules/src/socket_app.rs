@@ -18,15 +18,16 @@ use tessera_core::upstream::Upstream;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
 use crate::eof_output;
-use crate::gateway::config::BackendConfig;
+use crate::gateway::config::{BackendConfig, Kind};
 use crate::gateway::{self, Head, Input, Script, ScriptMap, XSendfile};
 
 /// A wire protocol of an application that answers until EOF.
 pub trait Protocol: Send + Sync + 'static {
     /// The module's name (and its table's).
     const NAME: &'static str;
-    /// Whether `modifier1` is an option of this protocol.
-    const MODIFIER1: bool;
+    /// The module, for [`BackendConfig::build`]: its defaults and its own
+    /// keys.
+    const KIND: Kind;
 
     /// The request's header block: the CGI variables of [`Vars`] in this
     /// protocol's encoding.
@@ -71,7 +72,7 @@ impl<P: Protocol> ModuleDecl for SocketApp<P> {
     type Config = BackendConfig;
 
     fn build(cfg: BackendConfig, cx: &BuildContext<'_>) -> Result<Self, String> {
-        let b = cfg.build(&[], P::MODIFIER1, cx)?;
+        let b = cfg.build(P::KIND, cx)?;
         Ok(SocketApp {
             upstream: b.upstream,
             scripts: b.scripts,

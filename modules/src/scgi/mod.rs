@@ -38,6 +38,7 @@ mod protocol;
 use bytes::Bytes;
 
 pub use crate::gateway::config::BackendConfig as ScgiConfig;
+use crate::gateway::config::Kind;
 use crate::socket_app::{Protocol, SocketApp, Vars};
 
 /// The `scgi` module: [`SocketApp`] speaking [`ScgiProtocol`].
@@ -48,7 +49,7 @@ pub struct ScgiProtocol;
 
 impl Protocol for ScgiProtocol {
     const NAME: &'static str = "scgi";
-    const MODIFIER1: bool = false;
+    const KIND: Kind = Kind::Scgi;
 
     fn encode(vars: &Vars<'_, '_>) -> Result<Bytes, String> {
         // the protocol wants CONTENT_LENGTH, also without a body

@@ -33,6 +33,7 @@ mod protocol;
 use bytes::Bytes;
 
 pub use crate::gateway::config::BackendConfig as UwsgiConfig;
+use crate::gateway::config::Kind;
 use crate::socket_app::{Protocol, SocketApp, Vars};
 pub use protocol::PacketError;
 
@@ -44,7 +45,7 @@ pub struct UwsgiProtocol;
 
 impl Protocol for UwsgiProtocol {
     const NAME: &'static str = "uwsgi";
-    const MODIFIER1: bool = true;
+    const KIND: Kind = Kind::Uwsgi;
 
     fn encode(vars: &Vars<'_, '_>) -> Result<Bytes, String> {
         let mut p = protocol::Packet::new(1024);
