@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::util::{Response, Server};
+use crate::util::{post, post_chunked, Response, Server};
 
 /// A running `php-cgi -b 127.0.0.1:PORT` (also used by tests/userdir.rs).
 pub(crate) struct Php {
@@ -60,7 +60,7 @@ impl Drop for Php {
 
 /// Kills `child` and the processes of its process group (it was started
 /// with `process_group(0)`), and reaps it.
-fn kill_group(child: &mut Child) {
+pub(crate) fn kill_group(child: &mut Child) {
     let _ = Command::new("kill")
         .args(["-KILL", "--", &format!("-{}", child.id())])
         .status();
@@ -69,7 +69,7 @@ fn kill_group(child: &mut Child) {
 }
 
 /// Polls `ready` every 20 ms for at most 5 s (a back end starting up).
-fn wait_for(what: &str, ready: impl Fn() -> bool) {
+pub(crate) fn wait_for(what: &str, ready: impl Fn() -> bool) {
     for _ in 0..250 {
         if ready() {
             return;
@@ -163,22 +163,10 @@ fn bodies_forms_and_uploads_reach_php() {
     };
     let s = site(&php);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
-    let mut req = format!(
-        "POST /post.php HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        data.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&data);
-    let r = Response::parse(&s.raw(&req), false);
+    let r = Response::parse(&s.raw(&post("/post.php", &data)), false);
     assert_eq!(r.text(), format!("{} {}", data.len(), md5_hex(&data)));
     // chunked: collected, then sent with its length
-    let mut chunked = b"POST /post.php HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
-    for part in data[..100_000].chunks(30_000) {
-        chunked.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
-        chunked.extend_from_slice(part);
-        chunked.extend_from_slice(b"\r\n");
-    }
-    chunked.extend_from_slice(b"0\r\n\r\n");
+    let chunked = post_chunked("/post.php", &data[..100_000], 30_000);
     let r = Response::parse(&s.raw(&chunked), false);
     assert_eq!(r.text(), format!("100000 {}", md5_hex(&data[..100_000])));
     // a multipart form with a file of several MiB
@@ -325,13 +313,7 @@ fn php_fpm_on_a_unix_socket_runs_the_scripts() {
     assert_eq!(var(&r, "PATH_INFO"), "/p");
     assert_eq!(var(&r, "QUERY_STRING"), "x=1");
     let body = vec![b'q'; 200_000];
-    let mut req = format!(
-        "POST /post.php HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
-    let r = Response::parse(&s.raw(&req), false);
+    let r = Response::parse(&s.raw(&post("/post.php", &body)), false);
     assert_eq!(r.text(), format!("200000 {}", md5_hex(&body)));
 }
 

@@ -141,7 +141,7 @@ fn exchange(s: &Server, head: &str, body: &[u8]) -> (TcpStream, Response) {
     (c, r)
 }
 
-fn sha256_hex(data: &[u8]) -> String {
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     let out = Command::new("sha256sum")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -20,6 +20,9 @@
 //! | `alias` | request | lighttpd `alias.url`, Cherokee per-rule `document_root`, nginx `alias` |
 //! | `userdir` | request | lighttpd mod_userdir (`/~user/` -> `~user/public_html`) |
 //! | `mass-vhost` | request | lighttpd `simple-vhost.*` / `evhost.path-pattern`, Cherokee `evhost` |
+//! | `scgi` | content (async) | lighttpd mod_scgi, Cherokee `scgi`, nginx `scgi_pass` |
+//! | `uwsgi` | content (async) | lighttpd mod_scgi `"proto" => "uwsgi"`, Cherokee `uwsgi`, nginx `uwsgi_pass` |
+//! | `cgi` | content (async) | lighttpd mod_cgi `cgi.assign`, Cherokee `cgi`, Apache mod_cgi |
 //!
 //! ```
 //! let mut reg = tessera_core::Registry::new();
@@ -35,12 +38,16 @@ pub mod access_log;
 pub mod alias;
 #[cfg(feature = "auth-basic")]
 pub mod auth_basic;
+#[cfg(feature = "cgi")]
+pub mod cgi;
 #[cfg(feature = "compress")]
 pub mod compress;
 #[cfg(feature = "dir-listing")]
 pub mod dir_listing;
 #[cfg(any(feature = "alias", feature = "userdir", feature = "mass-vhost"))]
 pub mod doc_root;
+#[cfg(any(feature = "cgi", feature = "scgi", feature = "uwsgi"))]
+mod eof_output;
 #[cfg(feature = "error-pages")]
 pub mod error_pages;
 #[cfg(feature = "expires")]
@@ -61,7 +68,11 @@ pub mod proxy;
 pub mod redirect;
 #[cfg(feature = "rewrite")]
 pub mod rewrite;
+#[cfg(feature = "scgi")]
+pub mod scgi;
 pub mod skeleton;
+#[cfg(any(feature = "scgi", feature = "uwsgi"))]
+pub mod socket_app;
 #[cfg(feature = "static-file")]
 pub mod static_file;
 #[cfg(feature = "status")]
@@ -70,6 +81,8 @@ pub mod status;
 pub mod url_rule;
 #[cfg(feature = "userdir")]
 pub mod userdir;
+#[cfg(feature = "uwsgi")]
+pub mod uwsgi;
 
 use tessera_core::registry::{Registry, RegistryError};
 
@@ -94,6 +107,12 @@ pub fn register_all(reg: &mut Registry) -> Result<(), RegistryError> {
     reg.register::<proxy::Proxy>()?;
     #[cfg(feature = "fastcgi")]
     reg.register::<fastcgi::FastCgi>()?;
+    #[cfg(feature = "scgi")]
+    reg.register::<scgi::Scgi>()?;
+    #[cfg(feature = "uwsgi")]
+    reg.register::<uwsgi::Uwsgi>()?;
+    #[cfg(feature = "cgi")]
+    reg.register::<cgi::Cgi>()?;
     #[cfg(feature = "auth-basic")]
     reg.register::<auth_basic::AuthBasic>()?;
     #[cfg(feature = "compress")]

@@ -104,6 +104,33 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A `POST path` request with `body` and its Content-Length, `Host:
+/// site.test` and `Connection: close`.
+pub fn post(path: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+/// As [`post`], with `body` sent chunked, `piece` bytes a chunk.
+pub fn post_chunked(path: &str, body: &[u8], piece: usize) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    for part in body.chunks(piece) {
+        r.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        r.extend_from_slice(part);
+        r.extend_from_slice(b"\r\n");
+    }
+    r.extend_from_slice(b"0\r\n\r\n");
+    r
+}
+
 /// Sends SIGTERM to `child` (a graceful stop) and waits for it to exit.
 pub fn terminate(child: &mut std::process::Child) -> ExitStatus {
     let st = Command::new("kill")

@@ -56,7 +56,8 @@ pub struct Settings {
 /// Size of the read buffer taken when a connection becomes readable.
 const READ_CHUNK: usize = 4096;
 
-/// Bodies up to this size are copied behind the head and leave in one write.
+/// Bodies up to this size are copied behind the head and leave in one write
+/// (a streamed body: until the stream has nothing ready, see `send_body`).
 const COALESCE: usize = 16 * 1024;
 
 thread_local! {
@@ -540,7 +541,24 @@ async fn send_body(
     loop {
         let next = match first.take() {
             Some(n) => n,
-            None => std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await,
+            None => {
+                let ready =
+                    std::future::poll_fn(|cx| std::task::Poll::Ready(body.as_mut().poll_next(cx)))
+                        .await;
+                match ready {
+                    std::task::Poll::Ready(n) => n,
+                    // the stream has nothing yet (a slow back end, a CGI
+                    // script between two writes): what is coalesced goes
+                    // out now, not when more comes
+                    std::task::Poll::Pending => {
+                        if !w.is_empty() {
+                            send(io, &w, st).await?;
+                            w.clear();
+                        }
+                        std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await
+                    }
+                }
+            }
         };
         match next {
             Some(Ok(chunk)) => {

@@ -46,8 +46,6 @@
 
 mod protocol;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -56,7 +54,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
-use serde::Deserialize;
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
@@ -69,79 +66,8 @@ use tokio::io::AsyncWriteExt;
 use crate::gateway::{self, head::MAX_HEAD, Head, Input, Script, ScriptMap, XSendfile};
 use protocol::Record;
 
-/// Options of `[vhost.fastcgi]` (or a rule's `fastcgi` table).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct FastCgiConfig {
-    /// The `[[upstream]]` of the FastCGI application. Required.
-    #[serde(default)]
-    pub upstream: String,
-    /// Script extensions, with their dot. Default `[".php"]` (lighttpd's
-    /// `fastcgi.server` key).
-    #[serde(default = "default_extensions")]
-    pub extensions: Vec<String>,
-    /// The application is mounted at this prefix and takes every path:
-    /// `SCRIPT_NAME` is the prefix, `PATH_INFO` the rest (lighttpd's
-    /// `fastcgi.server` keyed by a path, and `fix-root-scriptname` for `""`).
-    /// Default: none (extension routing).
-    #[serde(default)]
-    pub script_name: Option<String>,
-    /// A missing script is 404 without calling the back end. Default true
-    /// (lighttpd `check-local`).
-    #[serde(default = "yes")]
-    pub check_local: bool,
-    /// Scripts tried for a directory path. Default `["index.php"]`.
-    #[serde(default = "default_index")]
-    pub index_files: Vec<String>,
-    /// Extra parameters (nginx `fastcgi_param`); they come after, and may
-    /// replace, the standard ones.
-    #[serde(default)]
-    pub params: HashMap<String, String>,
-    /// Honour `X-Sendfile`, `X-LIGHTTPD-send-file` and `X-Accel-Redirect`
-    /// in answers. Default false (lighttpd `x-sendfile`).
-    #[serde(default)]
-    pub x_sendfile: bool,
-    /// Keep connections to the application open between requests
-    /// (`FCGI_KEEP_CONN`, nginx `fastcgi_keep_conn`), in the upstream's
-    /// pools. Default false, as nginx: an application with a fixed number
-    /// of workers (php-fpm's `pm.max_children`, php-cgi's
-    /// `PHP_FCGI_CHILDREN`) gives each kept connection a worker of its own,
-    /// so the upstream's `max-connections` times Tessera's workers must not
-    /// exceed them (requests beyond wait for a connection, see the pool).
-    #[serde(default)]
-    pub keep_conn: bool,
-    /// Directories X-Sendfile may serve from, relative ones from the
-    /// configuration's directory. Default: the document root (lighttpd
-    /// `x-sendfile-docroot`).
-    #[serde(default)]
-    pub x_sendfile_docroot: Vec<PathBuf>,
-}
-
-impl Default for FastCgiConfig {
-    fn default() -> Self {
-        FastCgiConfig {
-            upstream: String::new(),
-            extensions: default_extensions(),
-            script_name: None,
-            check_local: true,
-            index_files: default_index(),
-            params: HashMap::new(),
-            keep_conn: false,
-            x_sendfile: false,
-            x_sendfile_docroot: Vec::new(),
-        }
-    }
-}
-
-fn default_extensions() -> Vec<String> {
-    vec![".php".into()]
-}
-fn default_index() -> Vec<String> {
-    vec!["index.php".into()]
-}
-fn yes() -> bool {
-    true
-}
+pub use crate::gateway::config::BackendConfig as FastCgiConfig;
+use crate::gateway::config::Kind;
 
 /// A configured `fastcgi` instance.
 pub struct FastCgi {
@@ -161,32 +87,13 @@ impl ModuleDecl for FastCgi {
     type Config = FastCgiConfig;
 
     fn build(cfg: FastCgiConfig, cx: &BuildContext<'_>) -> Result<Self, String> {
-        if cfg.upstream.is_empty() {
-            return Err("upstream: required (the name of an [[upstream]])".into());
-        }
-        let upstream = cx.upstreams.get(&cfg.upstream).cloned().ok_or_else(|| {
-            format!(
-                "upstream: \"{}\" is not declared (declared: {})",
-                cfg.upstream,
-                cx.upstreams.names().join(", ")
-            )
-        })?;
+        let b = cfg.build(Kind::FastCgi, cx)?;
         Ok(FastCgi {
-            keep_conn: cfg.keep_conn && upstream.config.keepalive > 0,
-            upstream,
-            scripts: ScriptMap::new(
-                cfg.extensions,
-                cfg.script_name,
-                cfg.check_local,
-                cfg.index_files,
-            )?,
-            params: gateway::params(cfg.params),
-            sendfile: XSendfile::new(
-                cfg.x_sendfile,
-                &cfg.x_sendfile_docroot,
-                &cx.vhost.document_root,
-                cx.config_dir,
-            )?,
+            keep_conn: b.keep_conn && b.upstream.config.keepalive > 0,
+            upstream: b.upstream,
+            scripts: b.scripts,
+            params: b.params,
+            sendfile: b.sendfile,
             alive: Arc::new(()),
         })
     }

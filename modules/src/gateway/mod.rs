@@ -9,6 +9,7 @@
 //! and hands the back end's output to [`head::Head::parse`] and
 //! [`respond`].
 
+pub mod config;
 pub mod head;
 pub mod sendfile;
 
