@@ -355,3 +355,30 @@ fn cgi_processes_over_max_processes_get_503() {
     assert!(String::from_utf8_lossy(&seen).contains("released"));
     wait_for("a free slot", || s.get("/status.cgi").status == 418);
 }
+
+/// Debian's `10-cgi.conf` as imported: every file under `/cgi-bin/` runs
+/// itself (`cgi.assign = ( "" => "" )`), the path after it is `PATH_INFO`.
+#[test]
+fn every_file_of_a_cgi_bin_runs_itself() {
+    let s = Server::start(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"cgi\", \"static-file\"]\n[vhost.cgi]\nassign = {}\n\n[[vhost.rule]]\nmatch = { path-prefix = \"/cgi-bin/\" }\n[vhost.rule.cgi]\nassign = { \"\" = \"\" }\n",
+        |d| {
+            script(
+                d,
+                "www/cgi-bin/hello",
+                "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nhello %s %s' \"$SCRIPT_NAME\" \"$PATH_INFO\"\n",
+            );
+            d.write("www/cgi-bin/readme.txt", "not executable\n");
+            d.write("www/plain.txt", "plain\n");
+        },
+    );
+    assert_eq!(s.get("/cgi-bin/hello").text(), "hello /cgi-bin/hello ");
+    assert_eq!(
+        s.get("/cgi-bin/hello/a/b").text(),
+        "hello /cgi-bin/hello /a/b"
+    );
+    // a file without the execute bit is refused, never shown
+    assert_eq!(s.get("/cgi-bin/readme.txt").status, 403);
+    assert_eq!(s.get("/cgi-bin/missing").status, 404);
+    assert_eq!(s.get("/plain.txt").text(), "plain\n");
+}

@@ -107,6 +107,36 @@ fn relocate(toml_text: &str, dir: &Path) -> String {
                 al.insert("path".into(), p.into());
             }
         }
+        // directories the back-end and path modules check at start
+        let dirs: [(&str, &str); 7] = [
+            ("alias", "paths"),
+            ("userdir", "basepath"),
+            ("mass-vhost", "default-root"),
+            ("fastcgi", "x-sendfile-docroot"),
+            ("scgi", "x-sendfile-docroot"),
+            ("uwsgi", "x-sendfile-docroot"),
+            ("cgi", "x-sendfile-docroot"),
+        ];
+        for (module, key) in dirs {
+            let Some(v) = t
+                .get_mut(module)
+                .and_then(|m| m.as_table_mut())
+                .and_then(|m| m.get_mut(key))
+            else {
+                continue;
+            };
+            let mut fix = |v: &mut toml::Value| {
+                if let Some(p) = v.as_str().map(map) {
+                    std::fs::create_dir_all(&p).unwrap();
+                    *v = p.into();
+                }
+            };
+            match v {
+                toml::Value::Table(paths) => paths.iter_mut().for_each(|(_, v)| fix(v)),
+                toml::Value::Array(list) => list.iter_mut().for_each(&mut fix),
+                v => fix(v),
+            }
+        }
         if let Some(ab) = t.get_mut("auth-basic").and_then(|a| a.as_table_mut()) {
             if let Some(p) = ab.get("user-file").and_then(|p| p.as_str()).map(map) {
                 std::fs::create_dir_all(Path::new(&p).parent().unwrap()).unwrap();

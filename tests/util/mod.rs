@@ -55,8 +55,15 @@ impl Drop for TempDir {
     }
 }
 
+/// The binary under test: the one cargo built, or `TEST_TESSERA_BIN` (a
+/// copy taken right after the build; not `TESSERA_*`, which the server
+/// reads as configuration overrides, when several work trees share one
+/// target directory and may rebuild it during a run).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tessera")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("TEST_TESSERA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tessera").into())
+    })
 }
 
 /// Runs `tessera -t -c FILE` and returns its output.

@@ -114,12 +114,30 @@ impl SpawnConfig {
                 })
                 .collect()),
             Address::Tcp(a) => {
-                let addr: std::net::SocketAddr = a.parse().map_err(|_| {
-                    (
-                        "servers".into(),
-                        format!("\"{a}\": a spawned server needs an IP address and port (it is bound here)"),
-                    )
-                })?;
+                // a name (lighttpd's "host" => "localhost") is resolved now:
+                // Tessera binds the address itself
+                let addr: std::net::SocketAddr = match a.parse() {
+                    Ok(x) => x,
+                    Err(_) => {
+                        use std::net::ToSocketAddrs;
+                        let all: Vec<_> = a
+                            .to_socket_addrs()
+                            .map(Iterator::collect)
+                            .unwrap_or_default();
+                        all.iter()
+                            .find(|x| x.is_ipv4())
+                            .or(all.first())
+                            .copied()
+                            .ok_or_else(|| {
+                                (
+                                    "servers".to_string(),
+                                    format!(
+                                        "\"{a}\": cannot resolve it to bind the spawned server"
+                                    ),
+                                )
+                            })?
+                    }
+                };
                 if usize::from(addr.port()) + n - 1 > usize::from(u16::MAX) {
                     return Err(("spawn.max-procs".into(), format!("too many ports from {a}")));
                 }
@@ -482,8 +500,14 @@ mod tests {
         let at = Address::Tcp("127.0.0.1:9000".into());
         assert!(cfg(0).addresses(&at).is_err());
         assert!(cfg(65).addresses(&at).is_err());
+        assert_eq!(
+            cfg(1)
+                .addresses(&Address::Tcp("localhost:9000".into()))
+                .unwrap(),
+            [Address::Tcp("127.0.0.1:9000".into())]
+        );
         assert!(cfg(1)
-            .addresses(&Address::Tcp("localhost:9000".into()))
+            .addresses(&Address::Tcp("no-such-host.invalid:9000".into()))
             .is_err());
         let mut c = cfg(1);
         c.bin_path = "php-cgi".into();

@@ -55,10 +55,11 @@ pub struct Script {
 }
 
 impl ScriptMap {
-    /// Checks the options: extensions like `.php`, index files as plain
-    /// names, a `script-name` that is `""` or starts with `/` and does not
-    /// end with one. Errors: the key and what is wrong, for the
-    /// configuration error.
+    /// Checks the options: extensions like `.php` (or `""`: every file is a
+    /// script, lighttpd's `cgi.assign = ( "" => "" )` for a `cgi-bin`
+    /// directory), index files as plain names, a `script-name` that is `""`
+    /// or starts with `/` and does not end with one. Errors: the key and
+    /// what is wrong, for the configuration error.
     pub fn new(
         extensions: Vec<String>,
         script_name: Option<String>,
@@ -66,7 +67,7 @@ impl ScriptMap {
         index_files: Vec<String>,
     ) -> Result<ScriptMap, String> {
         for e in &extensions {
-            if !e.starts_with('.') || e.len() < 2 || e.contains('/') {
+            if !e.is_empty() && (!e.starts_with('.') || e.len() < 2 || e.contains('/')) {
                 return Err(format!("extensions: \"{e}\" is not like \".php\""));
             }
         }
@@ -90,9 +91,17 @@ impl ScriptMap {
         })
     }
 
-    /// Whether `name` ends with a script extension.
+    /// Whether `name` ends with a script extension (`""` does not count
+    /// here: see [`ScriptMap::any_file`]).
     pub fn is_script(&self, name: &str) -> bool {
-        self.extensions.iter().any(|e| name.ends_with(e.as_str()))
+        self.extensions
+            .iter()
+            .any(|e| !e.is_empty() && name.ends_with(e.as_str()))
+    }
+
+    /// Whether every file is a script (an extension `""`).
+    pub fn any_file(&self) -> bool {
+        self.extensions.iter().any(String::is_empty)
     }
 
     /// The script `path` names under `root`, or `None` when this back end
@@ -108,6 +117,10 @@ impl ScriptMap {
     ///   at a segment without the extension: `/uploads/evil.jpg/x.php` names
     ///   the script `/uploads/evil.jpg/x.php`, so `evil.jpg` never runs
     ///   (the `cgi.fix_pathinfo` hole of nginx with PHP).
+    /// - With the extension `""` (every file a script), a path without one
+    ///   is split after its first segment that is a regular file, as
+    ///   lighttpd finds the file of a `cgi-bin` path: `/cgi-bin/app/x/y`
+    ///   runs `/cgi-bin/app` with `PATH_INFO=/x/y`.
     pub fn resolve(&self, path: &str, root: &Path) -> Option<Script> {
         self.resolve_at(path, root, "")
     }
@@ -159,6 +172,19 @@ impl ScriptMap {
             if self.is_script(name) {
                 let cut = end - (seg.len() - name.len());
                 return Some(at(&path[..cut], &path[cut..]));
+            }
+        }
+        if self.any_file() {
+            let mut end = 0;
+            for seg in path.split_inclusive('/') {
+                end += seg.len();
+                let cut = end - usize::from(seg.ends_with('/'));
+                let file = root.join(path[..cut].trim_start_matches('/'));
+                match std::fs::metadata(&file) {
+                    Ok(m) if m.is_file() => return Some(at(&path[..cut], &path[cut..])),
+                    Ok(m) if m.is_dir() => continue,
+                    _ => return None,
+                }
             }
         }
         None
@@ -449,6 +475,27 @@ mod tests {
         // a path outside the mount (another rule sent it here) is all path info
         let s = m.resolve("/application", Path::new("/srv")).unwrap();
         assert_eq!(s.path_info, "/application");
+    }
+
+    #[test]
+    fn every_file_of_a_cgi_bin_is_a_script() {
+        let root = std::env::temp_dir().join(format!("gw-any-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("cgi-bin")).unwrap();
+        std::fs::write(root.join("cgi-bin/app"), "#!/bin/sh\n").unwrap();
+        let m = ScriptMap::new(vec![String::new()], None, true, vec![]).unwrap();
+        let s = m.resolve("/cgi-bin/app/x/y", &root).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.path_info.as_str()),
+            ("/cgi-bin/app", "/x/y")
+        );
+        let s = m.resolve("/cgi-bin/app", &root).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.path_info.as_str()),
+            ("/cgi-bin/app", "")
+        );
+        assert!(m.resolve("/cgi-bin/none", &root).is_none());
+        assert!(m.resolve("/cgi-bin/", &root).is_none());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
