@@ -11,6 +11,7 @@ mod cases;
 mod cgi;
 mod compress;
 mod config;
+mod dashboard;
 mod dir_listing;
 mod engine;
 mod error_pages;
