@@ -53,7 +53,7 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Runs `tessera import SOURCE FILE -o OUT`; returns the exit code and stdout.
-fn import(source: &str, file: &Path, out: &Path) -> (i32, String) {
+pub(crate) fn import(source: &str, file: &Path, out: &Path) -> (i32, String) {
     run_import(source, file, out, &[])
 }
 
@@ -78,7 +78,7 @@ fn run_import(source: &str, file: &Path, out: &Path, args: &[&str]) -> (i32, Str
 /// Moves every absolute path the output names (document roots, log files,
 /// user files) under `dir`, creating them, and listens on port 0, so that
 /// `tessera -t` can check the rest on any machine.
-fn relocate(toml_text: &str, dir: &Path) -> String {
+pub(crate) fn relocate(toml_text: &str, dir: &Path) -> String {
     let mut v: toml::Table = toml::from_str(toml_text).unwrap();
     let map = |p: &str| -> String {
         if p.starts_with('/') {

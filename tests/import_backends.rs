@@ -165,3 +165,81 @@ fn pihole_admin_php_behaves_like_lighttpd() {
             .replace("/access.log", "/access-tessera.log")
     });
 }
+
+/// Imports a legacy Cherokee configuration, moves its paths under `dir`
+/// (as the legacy check does) with `edit` applied to the TOML first, and
+/// starts Tessera on it.
+fn start_imported_cherokee(
+    dir: &TempDir,
+    legacy: &str,
+    edit: impl Fn(String) -> String,
+    setup: impl FnOnce(&Path),
+) -> crate::util::Server {
+    let out = dir.path().join("imported.toml");
+    let (code, report) = crate::import::import("cherokee", &legacy_dir().join(legacy), &out);
+    assert!(code == 0 || code == 1, "import failed: {report}");
+    let text = edit(std::fs::read_to_string(&out).unwrap());
+    let relocated = crate::import::relocate(&text, dir.path());
+    setup(dir.path());
+    crate::util::Server::start(&relocated, |_| {})
+}
+
+#[test]
+fn cherokee_sample_cgi_bin_runs_its_scripts() {
+    // the sample's rule 4: /cgi-bin is %cgiroot% (Debian's /usr/lib/cgi-bin)
+    // with the cgi handler: every file there runs itself
+    let dir = TempDir::new("cherokee-cgi");
+    let s = start_imported_cherokee(
+        &dir,
+        "cherokee/upstream/cherokee.conf.sample.pre",
+        |t| t,
+        |root| {
+            let script = root.join("usr/lib/cgi-bin/hello");
+            std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+            std::fs::write(
+                &script,
+                "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nhello from %s%s' \"$SCRIPT_NAME\" \"$PATH_INFO\"\n",
+            )
+            .unwrap();
+            std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            std::fs::write(root.join("var/www/index.html"), "home\n").unwrap();
+        },
+    );
+    let r = s.get("/cgi-bin/hello/x");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "hello from /cgi-bin/hello/x"),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/").text(), "home\n");
+}
+
+#[test]
+fn sahana_eden_uwsgi_application_answers_through_the_import() {
+    // Sahana Eden's vserver sends everything but its static files to a
+    // uWSGI source on 127.0.0.1:59025; here a real uWSGI on a free port
+    let app = crate::uwsgi::Uwsgi::start("uwsgi", false);
+    let dir = TempDir::new("cherokee-uwsgi");
+    let s = start_imported_cherokee(
+        &dir,
+        "cherokee/sahana-eden/cherokee.conf",
+        |t| t.replace("127.0.0.1:59025", &app.server),
+        |root| {
+            std::fs::create_dir_all(root.join("home/web2py/applications/eden/static")).unwrap();
+            std::fs::write(
+                root.join("home/web2py/applications/eden/static/app.css"),
+                "body {}\n",
+            )
+            .unwrap();
+        },
+    );
+    let r = s.req("GET", "/env/eden?x=1", &["Host: eden.example"]);
+    assert_eq!(r.status, 200, "{} {}", r.text(), s.stderr());
+    let body = r.text();
+    assert!(body.contains("PATH_INFO=/env/eden"), "{body}");
+    assert!(body.contains("QUERY_STRING=x=1"), "{body}");
+    // its static files stay on disk (the alias of rule 300)
+    assert_eq!(s.get("/eden/static/app.css").text(), "body {}\n");
+}
