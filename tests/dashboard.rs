@@ -46,7 +46,7 @@ fn the_dashboard_charts_live_figures_in_chromium() {
     });
     let s = Server::start(
         &format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = {{ \"/api/\" = \"/\" }}\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/server-status\" }}\n[vhost.rule.status]\nallow = [\"127.0.0.1\"]\n",
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"app<i>x</i>\"\nservers = [\"{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n[vhost.rule.proxy]\nupstream = \"app<i>x</i>\"\nmap-path = {{ \"/api/\" = \"/\" }}\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/server-status\" }}\n[vhost.rule.status]\nallow = [\"127.0.0.1\"]\n",
             app.addr
         ),
         |d| {
@@ -116,7 +116,9 @@ fn the_dashboard_charts_live_figures_in_chromium() {
     assert!(value(&dom, "now-p99") > 0.0, "latency");
     assert!(value(&dom, "now-ups") > 0.0, "upstream requests/s");
     assert!(points(&dom, "c-rps") >= 2, "a chart with a history");
-    assert!(dom.contains("app 127.0.0.1:"), "the upstream's server row");
+    // names from the configuration are text, never markup
+    assert!(dom.contains("app&lt;i&gt;x&lt;/i&gt; 127.0.0.1:"), "the upstream's server row");
+    assert!(!dom.contains("<i>x</i>"), "an upstream name became markup");
     assert!(
         shot_ok && std::fs::metadata(&shot).is_ok_and(|m| m.len() > 10_000),
         "screenshot at {}",
