@@ -9,7 +9,8 @@ php8.2-cgi installed):
 
 Options: --rounds N, --duration SECONDS, --php-workers N (default 4),
 --tests php-c10,php-c50,cgi-c10,cgi-c50, --servers nginx,lighttpd,tessera
-(add nginx-keepconn for nginx with fastcgi_keep_conn), --tessera-upstream
+(add nginx-keepconn for nginx with fastcgi_keep_conn, tessera-keepconn for
+Tessera with keep-conn), --tessera-upstream
 'TOML lines for Tessera's [[upstream]]' (e.g. 'keepalive = 4'),
 --cgi-max-processes N (Tessera's [vhost.cgi] max-processes, default 64),
 --out DIR (default target/bench-dynamic). The tessera binary must be a
@@ -25,8 +26,10 @@ What it does (benches/harness.py's method, whose helpers it imports):
     `PHP_FCGI_CHILDREN` = N (lighttpd starts php-cgi, which forks N workers),
     `check-local`;
   - Tessera + php-fpm: `[[upstream]]` on the pool's Unix socket and
-    `modules = ["fastcgi", "static-file"]` (connections kept with
-    FCGI_KEEP_CONN, Tessera's default).
+    `modules = ["fastcgi", "static-file"]` (a new connection to php-fpm
+    per request, as nginx: `keep-conn` is off by default; the server
+    `tessera-keepconn` turns it on with `max-connections` = the PHP workers
+    per Tessera worker).
   nginx and Tessera each get their own php-fpm master with the same pool:
   `pm = static`, N workers, `pm.max_requests = 0`, a Unix socket; php-cgi
   gets `PHP_FCGI_MAX_REQUESTS = 0`, so no worker is restarted during a run
@@ -95,10 +98,11 @@ TESTS = [
     Test("cgi-c50", "CGI hello (sh), wrk c=50, keep-alive", "wrk", "/hello.cgi", 50, "cgi"),
 ]
 # the servers of each group, the first one the base of the ratios
-GROUPS = {"php": ["nginx", "lighttpd", "tessera", "nginx-keepconn"], "cgi": ["lighttpd", "tessera"]}
+GROUPS = {"php": ["nginx", "lighttpd", "tessera", "nginx-keepconn", "tessera-keepconn"], "cgi": ["lighttpd", "tessera"]}
 DEFAULT_SERVERS = ["nginx", "lighttpd", "tessera"]
 LABELS = {("php", "nginx"): "nginx + php-fpm", ("php", "nginx-keepconn"): "nginx + php-fpm, keep_conn",
           ("php", "lighttpd"): "lighttpd + php-cgi", ("php", "tessera"): "Tessera + php-fpm",
+          ("php", "tessera-keepconn"): "Tessera + php-fpm, keep-conn",
           ("cgi", "lighttpd"): "lighttpd mod_cgi", ("cgi", "tessera"): "Tessera cgi"}
 
 
@@ -147,10 +151,11 @@ def lighttpd_cgi(w, port, root, variant):
     return harness.lighttpd_conf(w, port, root, "plain") + 'server.modules += ("mod_cgi")\ncgi.assign = (".cgi" => "")\n'
 
 
-def tessera_php(w, port, root, variant, sock, upstream_extra=""):
+def tessera_php(w, port, root, variant, sock, upstream_extra="", fastcgi_extra=""):
     return harness.tessera_conf(w, port, root, "plain", modules='["fastcgi", "static-file"]', vhost_extra=f"""
 [vhost.fastcgi]
 upstream = "php"
+{fastcgi_extra}
 
 [[upstream]]
 name = "php"
@@ -450,7 +455,7 @@ def start_servers(args, work, root, tests, servers, meta):
     n = args.php_workers
     if any(t.variant == "php" for t in tests):
         for s in groups["php"]:
-            if s in ("nginx", "nginx-keepconn", "tessera") and not os.path.exists(PHP_FPM):
+            if s != "lighttpd" and not os.path.exists(PHP_FPM):
                 print(f"dynamic: {PHP_FPM} missing: no {s}", flush=True)
                 continue
             fpm = None
@@ -463,6 +468,13 @@ def start_servers(args, work, root, tests, servers, meta):
                           keepconn=s == "nginx-keepconn")
             elif s == "lighttpd":
                 f = Front(s, "lighttpd", "php", work, root, args.tessera, lighttpd_php, workers=n)
+            elif s == "tessera-keepconn":
+                # FCGI_KEEP_CONN: each kept connection holds a PHP worker, so
+                # at most workers / Tessera's workers connections per worker
+                per = max(1, n // (os.cpu_count() or 1))
+                f = Front(s, "tessera", "php", work, root, args.tessera, tessera_php, fpm, sock=fpm.sock,
+                          upstream_extra=f"max-connections = {per}\n" + args.tessera_upstream,
+                          fastcgi_extra="keep-conn = true")
             else:
                 f = Front(s, "tessera", "php", work, root, args.tessera, tessera_php, fpm, sock=fpm.sock,
                           upstream_extra=args.tessera_upstream)

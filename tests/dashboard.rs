@@ -117,7 +117,10 @@ fn the_dashboard_charts_live_figures_in_chromium() {
     assert!(value(&dom, "now-ups") > 0.0, "upstream requests/s");
     assert!(points(&dom, "c-rps") >= 2, "a chart with a history");
     // names from the configuration are text, never markup
-    assert!(dom.contains("app&lt;i&gt;x&lt;/i&gt; 127.0.0.1:"), "the upstream's server row");
+    assert!(
+        dom.contains("app&lt;i&gt;x&lt;/i&gt; 127.0.0.1:"),
+        "the upstream's server row"
+    );
     assert!(!dom.contains("<i>x</i>"), "an upstream name became markup");
     assert!(
         shot_ok && std::fs::metadata(&shot).is_ok_and(|m| m.len() > 10_000),

@@ -243,3 +243,47 @@ fn sahana_eden_uwsgi_application_answers_through_the_import() {
     // its static files stay on disk (the alias of rule 300)
     assert_eq!(s.get("/eden/static/app.css").text(), "body {}\n");
 }
+
+#[test]
+fn debian_cgi_configuration_behaves_like_lighttpd() {
+    // `lighty-enable-mod cgi`: every file of /cgi-bin/ (aliased to
+    // /usr/lib/cgi-bin/, here a directory of the test) runs itself
+    let dir = TempDir::new("debian-cgi");
+    let enabled = dir.mkdir("conf-enabled");
+    let bin = dir.mkdir("cgi-bin");
+    dir.write(
+        "conf-enabled/10-cgi.conf",
+        debian_available("10-cgi.conf")
+            .replace("/usr/lib/cgi-bin/", &format!("{}/", bin.display())),
+    );
+    let exec = |rel: &str, text: &str| {
+        let p = dir.write(rel, text);
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    exec(
+        "cgi-bin/hello",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nhello %s|%s|%s|%s' \"$SCRIPT_NAME\" \"$PATH_INFO\" \"$QUERY_STRING\" \"$REQUEST_METHOD\"\n",
+    );
+    exec(
+        "cgi-bin/teapot",
+        "#!/bin/sh\nprintf 'Status: 418 Teapot\\nContent-Type: text/plain\\nX-Script: yes\\n\\ntea'\n",
+    );
+    exec(
+        "cgi-bin/away",
+        "#!/bin/sh\nprintf 'Location: http://localhost/elsewhere\\n\\n'\n",
+    );
+    dir.write("html/index.html", "<html>home</html>\n");
+    let conf = debian_conf(&dir, Some(&enabled));
+    let requests: Vec<(&str, &str)> = [
+        "/",
+        "/cgi-bin/hello",
+        "/cgi-bin/hello/more/path?q=1",
+        "/cgi-bin/teapot",
+        "/cgi-bin/away",
+        "/cgi-bin/missing",
+    ]
+    .iter()
+    .map(|p| ("localhost", *p))
+    .collect();
+    compare_edited(&dir, &conf, &requests, |t| t);
+}
