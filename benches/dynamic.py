@@ -401,7 +401,7 @@ def markdown(meta, rows):
             if v["stalled_conns"]:
                 problems.append(f"{v['label']} in {row['test']}: up to {v['stalled_conns']} of "
                                 f"{TEST_BY_NAME[row['test']].conns} connections had no answer in a run")
-            if v["back_pids_changed"]:
+            if v["back_pids_changed"] and TEST_BY_NAME[row["test"]].variant == "php":
                 problems.append(f"the back end of {v['label']} in {row['test']} changed processes in "
                                 f"{v['back_pids_changed']} run(s)")
     if meta.get("skipped"):
