@@ -382,3 +382,38 @@ fn every_file_of_a_cgi_bin_runs_itself() {
     assert_eq!(s.get("/cgi-bin/missing").status, 404);
     assert_eq!(s.get("/plain.txt").text(), "plain\n");
 }
+
+/// An internal redirect from a script under an `alias` prefix is resolved
+/// from the vhost's root again: the alias's prefix length never cuts the
+/// new path (a worker panicked, and `/aaaaaaa../up.sh` ran a script above
+/// the alias directory).
+#[test]
+fn an_internal_redirect_from_an_alias_starts_from_the_vhost_root() {
+    let s = Server::start(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nmax-connections = 3\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"alias\", \"cgi\", \"static-file\"]\n[vhost.alias]\npaths = { \"/aliascg/\" = \"www/cg\" }\n[vhost.cgi]\nassign = { \".sh\" = \"\" }\n",
+        |d| {
+            script(
+                d,
+                "www/cg/loc.sh",
+                "#!/bin/sh\nprintf 'Location: %s\\n\\n' \"${QUERY_STRING:-/}\"\n",
+            );
+            script(d, "www/up.sh", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nESCAPED'\n");
+            d.write("www/index.html", "home\n");
+        },
+    );
+    for _ in 0..4 {
+        // more than max-connections: a connection lost to a panic would
+        // show as a server that stops answering
+        let r = s.get("/aliascg/loc.sh?/");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "home\n"),
+            "{}",
+            s.stderr()
+        );
+    }
+    assert_eq!(s.get("/aliascg/loc.sh?/index.html").text(), "home\n");
+    let r = s.get("/aliascg/loc.sh?/aaaaaaa../up.sh");
+    assert_ne!(r.text(), "ESCAPED");
+    assert!(!s.stderr().contains("panicked"), "{}", s.stderr());
+}

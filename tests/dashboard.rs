@@ -58,6 +58,11 @@ fn the_dashboard_charts_live_figures_in_chromium() {
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").unwrap().starts_with("text/html"));
     assert!(
+        r.header("content-security-policy")
+            .is_some_and(|c| c.contains("connect-src 'self'")),
+        "the page may talk to its own origin only"
+    );
+    assert!(
         !r.text().contains("http://") && !r.text().contains("https://"),
         "no outside resources"
     );

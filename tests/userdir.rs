@@ -134,7 +134,7 @@ fn passwd_user_with_a_file() -> Option<(String, String, Vec<u8>)> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
     for line in passwd.lines() {
         let f: Vec<&str> = line.split(':').collect();
-        if f.len() < 7 || f[0].starts_with(['.', '-']) || f[0].is_empty() {
+        if f.len() < 7 || f[0].starts_with(['.', '-']) || f[0].is_empty() || f[5] == "/" {
             continue;
         }
         let Ok(dir) = std::fs::read_dir(f[5]) else {
@@ -230,4 +230,40 @@ fn fastcgi_runs_scripts_from_the_user_directory() {
     assert_eq!(s.get("/~alice/").text(), "alice index");
     // check-local looks there too
     assert_eq!(s.get("/~alice/missing.php").status, 404);
+}
+
+#[test]
+fn system_accounts_and_the_root_directory_are_never_served() {
+    // `path = ""` serves homes themselves: a system account's home (root's
+    // /root, a daemon's /usr/sbin) or a home that is / would expose the
+    // machine (helper attack: /~systemd-network/etc/shadow)
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let slash_home = passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 7 && f[5] == "/" && !f[0].is_empty())
+        .map(|f| f[0].to_owned());
+    let include = slash_home.as_ref().map_or(String::new(), |u| {
+        format!("include-user = [\"root\", \"{u}\"]\n")
+    });
+    // without include-user, root (uid 0) has no user directory
+    let s = Server::site(
+        "\"userdir\", \"static-file\"",
+        "[vhost.userdir]\npath = \"\"\n",
+        |_| {},
+    );
+    assert_eq!(s.get("/~root/").status, 404);
+    drop(s);
+    if let Some(u) = slash_home {
+        // even named by include-user, a home that is / is refused
+        let s = Server::site(
+            "\"userdir\", \"static-file\"",
+            &format!("[vhost.userdir]\npath = \"\"\n{include}"),
+            |_| {},
+        );
+        let r = s.get(&format!("/~{u}/etc/passwd"));
+        assert_eq!(r.status, 404, "{}", r.text());
+        assert!(!r.text().contains("root:x:0:0"));
+        assert!(s.stderr().contains("userdir: refused"), "{}", s.stderr());
+    }
 }

@@ -251,11 +251,18 @@ impl<'a> Ctx<'a> {
     pub fn set_path(&mut self, path: &str) -> Result<(), crate::path::PathError> {
         let encoded = crate::path::encode(path);
         let normal = crate::path::normalize(&encoded)?.into_owned();
+        self.replace_path(normal);
+        Ok(())
+    }
+
+    /// The one place the path changes after [`Ctx::new`]: the document root
+    /// a module set belongs to the old path (its prefix length would cut the
+    /// new one anywhere), so it goes, and the rules are resolved again.
+    fn replace_path(&mut self, normal: String) {
         self.path = Cow::Owned(normal);
         self.root = None;
         self.rewritten = true;
         self.fallback = StatusCode::NOT_FOUND;
-        Ok(())
     }
 
     /// An internal redirect to `location`, a URL path as a back end sends it
@@ -271,10 +278,8 @@ impl<'a> Ctx<'a> {
     pub fn redirect_internally(&mut self, location: &str) -> Result<(), crate::path::PathError> {
         let path = location.split_once('?').map_or(location, |(p, _)| p);
         let normal = crate::path::normalize(path)?.into_owned();
-        self.path = Cow::Owned(normal);
-        self.rewritten = true;
+        self.replace_path(normal);
         self.as_get = true;
-        self.fallback = StatusCode::NOT_FOUND;
         Ok(())
     }
 
@@ -445,6 +450,24 @@ mod tests {
         assert!(cx.set_document_root(root, "/other/").is_err());
         assert_eq!(cx.document_root(), Path::new("/srv/www"));
         assert_eq!(cx.path_in_root(), "/icons../x");
+    }
+
+    #[test]
+    fn an_internal_redirect_drops_the_document_root() {
+        let req = actix_web::test::TestRequest::default().to_http_request();
+        let v = vhost();
+        let mut cx = Ctx::new(&req, &v, "/aliascg/loc.sh".into());
+        cx.set_document_root(Path::new("/srv/cg").into(), "/aliascg")
+            .unwrap();
+        // shorter than the prefix: the old prefix length must not cut it
+        cx.redirect_internally("/").unwrap();
+        assert_eq!(cx.document_root(), Path::new("/srv/www"));
+        assert_eq!(cx.path_in_root(), "/");
+        cx.set_document_root(Path::new("/srv/cg").into(), "/")
+            .unwrap();
+        cx.redirect_internally("/aaaaaaa../up.sh").unwrap();
+        assert_eq!(cx.path_in_root(), "/aaaaaaa../up.sh");
+        assert_eq!(cx.root_prefix(), "");
     }
 
     #[test]

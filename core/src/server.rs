@@ -203,6 +203,9 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     crate::upstream::start_health_checks(&cfg.upstreams);
     let hup = signal(SignalKind::hangup())?;
     let usr1 = signal(SignalKind::user_defined1())?;
+    // before the listeners are announced: a SIGTERM right after must stop
+    // gracefully, not kill the process
+    let stops = StopSignals::new()?;
     crate::supervisor::Supervisor::new(
         rt.clone(),
         vec![
@@ -248,7 +251,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         }
     });
     let graceful = tokio::select! {
-        g = stop_signals(&rt) => g?,
+        g = stop_signals(&rt, stops) => g?,
         r = &mut server_done => {
             // actix-server ended by itself (it failed to start a worker)
             rt.current.load().shutdown();
@@ -326,16 +329,36 @@ fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
     Ok(out)
 }
 
+/// SIGTERM, SIGINT and SIGQUIT, taken over from their default action (to
+/// end the process) when created.
+struct StopSignals {
+    term: actix_rt::signal::unix::Signal,
+    int: actix_rt::signal::unix::Signal,
+    quit: actix_rt::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> std::io::Result<StopSignals> {
+        use actix_rt::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            quit: signal(SignalKind::quit())?,
+        })
+    }
+}
+
 /// Waits for a stop signal: SIGTERM stops gracefully (`true`), SIGINT and
 /// SIGQUIT at once (`false`), as actix-server and nginx do. After SIGTERM
 /// the readiness endpoint answers 503 and the server keeps serving for
 /// `drain-delay` seconds first (ended early by another signal; SIGINT or
 /// SIGQUIT then stop at once).
-async fn stop_signals(rt: &Runtime) -> std::io::Result<bool> {
-    use actix_rt::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut quit = signal(SignalKind::quit())?;
+async fn stop_signals(rt: &Runtime, stops: StopSignals) -> std::io::Result<bool> {
+    let StopSignals {
+        mut term,
+        mut int,
+        mut quit,
+    } = stops;
     let graceful = tokio::select! {
         _ = term.recv() => {
             tracing::info!("SIGTERM received; starting graceful shutdown");

@@ -91,7 +91,15 @@ pub struct Userdir {
     include: Vec<String>,
     letterhomes: bool,
     roots: RootCache,
+    /// The configuration's directory, canonical: a home holding it is never
+    /// served (the server's own files).
+    config_dir: PathBuf,
 }
+
+/// Accounts below this uid are system accounts (Debian's `FIRST_UID`):
+/// their homes (`/`, `/bin`, `/var/lib/...`) are never served from the
+/// password database unless `include-user` names them.
+const FIRST_UID: u32 = 1000;
 
 impl ModuleDecl for Userdir {
     const NAME: &'static str = "userdir";
@@ -128,6 +136,10 @@ impl ModuleDecl for Userdir {
             include: cfg.include_user,
             letterhomes: cfg.letterhomes,
             roots: RootCache::default(),
+            config_dir: cx
+                .config_dir
+                .canonicalize()
+                .unwrap_or_else(|_| cx.config_dir.to_path_buf()),
         })
     }
 }
@@ -162,12 +174,17 @@ impl Userdir {
     }
 
     /// The home directory of `name`: under `basepath`, or from the password
-    /// database.
+    /// database, where a system account (uid below 1000) has none unless
+    /// `include-user` names it.
     fn home(&self, name: &str) -> Option<PathBuf> {
         match &self.basepath {
             Some(base) if self.letterhomes => Some(base.join(&name[..1]).join(name)),
             Some(base) => Some(base.join(name)),
-            None => home_of(name),
+            None => {
+                let (home, uid) = home_of(name)?;
+                let named = self.include.iter().any(|u| u == name);
+                (uid >= FIRST_UID || named).then_some(home)
+            }
         }
     }
 }
@@ -193,6 +210,11 @@ impl Module for Userdir {
         else {
             return Outcome::Continue;
         };
+        // never the whole file system, nor the server's own configuration
+        if root.parent().is_none() || self.config_dir.starts_with(&*root) {
+            tracing::warn!(user = name, root = %root.display(), "userdir: refused: the root or a directory holding the configuration");
+            return Outcome::Continue;
+        }
         let prefix_len = 2 + name.len();
         let prefix = cx.path()[..prefix_len].to_owned();
         // cannot fail: `/~NAME` is followed by `/` in the path
@@ -201,10 +223,11 @@ impl Module for Userdir {
     }
 }
 
-/// The home directory of `user` in the password database (`getpwnam_r(3)`,
-/// through NSS); `None` for an unknown user or a failed lookup.
+/// The home directory and uid of `user` in the password database
+/// (`getpwnam_r(3)`, through NSS); `None` for an unknown user or a failed
+/// lookup.
 #[allow(unsafe_code)]
-pub fn home_of(user: &str) -> Option<PathBuf> {
+pub fn home_of(user: &str) -> Option<(PathBuf, u32)> {
     let name = CString::new(user).ok()?;
     let mut buf = vec![0u8; 1024];
     loop {
@@ -234,7 +257,7 @@ pub fn home_of(user: &str) -> Option<PathBuf> {
         // SAFETY: on success `pw_dir` points to a NUL-terminated string inside
         // `buf`, which is alive and unchanged here.
         let dir = unsafe { CStr::from_ptr(pwd.pw_dir) };
-        return Some(PathBuf::from(OsStr::from_bytes(dir.to_bytes())));
+        return Some((PathBuf::from(OsStr::from_bytes(dir.to_bytes())), pwd.pw_uid));
     }
 }
 

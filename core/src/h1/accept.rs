@@ -228,6 +228,28 @@ struct Load {
     freed: Notify,
 }
 
+/// One open connection counted in its worker's [`Load`]; dropping it (the
+/// connection's task ended, normally or by a panic that unwound it) gives
+/// the slot back, so a request that panics never shrinks max-connections.
+struct Open(Rc<Load>);
+
+impl Open {
+    fn count(load: &Rc<Load>) -> Open {
+        load.open.set(load.open.get() + 1);
+        Open(load.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let load = &self.0;
+        load.open.set(load.open.get() - 1);
+        if load.watched.get() {
+            load.freed.notify_waiters();
+        }
+    }
+}
+
 async fn worker<F, Fut, S>(
     sockets: Vec<(SocketAddr, bool, std::net::TcpListener)>,
     service: F,
@@ -310,11 +332,12 @@ async fn accept_loop<S>(
             Ok((io, peer)) => {
                 #[cfg(not(target_os = "linux"))]
                 let _ = io.set_nodelay(true);
-                load.open.set(load.open.get() + 1);
-                let (svc, conn, load, shutdown) =
-                    (svc.clone(), conn.clone(), load.clone(), shutdown.clone());
+                let open = Open::count(&load);
+                let (svc, conn, shutdown) = (svc.clone(), conn.clone(), shutdown.clone());
                 let proxied = proxied.clone();
                 actix_rt::spawn(async move {
+                    // given back when the task ends, also by a panic
+                    let _open = open;
                     let mut io = io;
                     let peer = match proxied {
                         None => Some(peer),
@@ -322,10 +345,6 @@ async fn accept_loop<S>(
                     };
                     if peer.is_some() {
                         serve(io, peer, svc, conn, shutdown).await;
-                    }
-                    load.open.set(load.open.get() - 1);
-                    if load.watched.get() {
-                        load.freed.notify_waiters();
                     }
                 });
             }

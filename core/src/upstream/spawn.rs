@@ -289,6 +289,13 @@ fn stop(list: Vec<Supervised>) {
     }
 }
 
+/// Whether any process of the group `pid` still exists (zombies count
+/// until reaped).
+fn group_alive(pid: i32) -> bool {
+    rustix::process::Pid::from_raw(pid)
+        .is_some_and(|p| rustix::process::test_kill_process_group(p).is_ok())
+}
+
 fn signal_group(pid: i32, sig: rustix::process::Signal) {
     if let Some(p) = rustix::process::Pid::from_raw(pid) {
         let _ = rustix::process::kill_process_group(p, sig);
@@ -385,8 +392,15 @@ fn supervise(
         };
         if let Some(mut c) = child {
             let status = c.wait();
-            // the children it forked (php-cgi's) go with it
+            // the children it forked (php-cgi's) go with it, and are gone
+            // (or left to be reaped) before this returns: at most 1 s
             signal_group(c.id() as i32, rustix::process::Signal::KILL);
+            for _ in 0..100 {
+                if !group_alive(c.id() as i32) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
             st.pid = None;
             if st.stop {

@@ -14,9 +14,10 @@ pub struct Head {
     /// The status: from `Status:` or the status line; 302 for a `Location`
     /// without one; 200 otherwise.
     pub status: StatusCode,
-    /// The fields to send, in order, without `Status`, the framing fields
-    /// (`Connection`, `Transfer-Encoding`, `Content-Length`: the server frames
-    /// the body itself) and the X-Sendfile fields.
+    /// The fields to send, in order, without `Status`, the framing and
+    /// hop-by-hop fields (`Connection`, `Keep-Alive`, `Proxy-Connection`,
+    /// `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, `Content-Length`:
+    /// the server frames the body itself) and the X-Sendfile fields.
     pub fields: Vec<(HeaderName, HeaderValue)>,
     /// A local `Location` (a path, as sent: still percent-encoded) given
     /// without a status: an internal redirect (RFC 3875 §6.2.2).
@@ -93,10 +94,19 @@ impl Head {
             }
             let name =
                 HeaderName::from_bytes(k.as_bytes()).map_err(|_| "an invalid header name")?;
+            // framing and hop-by-hop fields are the server's (RFC 9110
+            // §7.6.1), as the proxy drops them from an upstream's answer
             if matches!(
                 name,
-                header::CONNECTION | header::TRANSFER_ENCODING | header::CONTENT_LENGTH
-            ) {
+                header::CONNECTION
+                    | header::TRANSFER_ENCODING
+                    | header::CONTENT_LENGTH
+                    | header::TE
+                    | header::TRAILER
+                    | header::UPGRADE
+            ) || name == "keep-alive"
+                || name == "proxy-connection"
+            {
                 continue;
             }
             let value = HeaderValue::from_str(v).map_err(|_| "an invalid header value")?;
@@ -165,6 +175,9 @@ mod tests {
             .unwrap();
         assert_eq!(h.status, StatusCode::CREATED);
         assert!(h.fields.is_empty(), "framing and X-Sendfile are not sent");
+        let h = Head::parse(b"Keep-Alive: timeout=5\nUpgrade: h2c\nProxy-Connection: x\nX-A: b")
+            .unwrap();
+        assert_eq!(h.fields.len(), 1, "hop-by-hop fields are the server's");
         assert_eq!(h.sendfile.as_deref(), Some("/srv/f"));
         let h = Head::parse(b"X-Accel-Redirect: /protected/a").unwrap();
         assert_eq!(h.accel_redirect.as_deref(), Some("/protected/a"));

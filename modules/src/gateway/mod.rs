@@ -216,7 +216,8 @@ pub fn params(table: HashMap<String, String>) -> Vec<(String, String)> {
 /// `REQUEST_SCHEME`, `CONTENT_TYPE`, `CONTENT_LENGTH` (when `length` is
 /// `Some`), `REDIRECT_STATUS=200` (php-cgi's `cgi.force_redirect`),
 /// `REMOTE_USER` after authentication, `HTTP_*` for each request field
-/// except `Proxy` (the "httpoxy" attack), then `extra` (which may replace
+/// except `Proxy` (the "httpoxy" attack) and names with `_` (they would
+/// pose as their `-` twins), then `extra` (which may replace
 /// earlier ones: the back end sees the last value).
 pub fn environment(
     cx: &Ctx<'_>,
@@ -289,7 +290,10 @@ pub fn environment(
     let mut key = Vec::with_capacity(64);
     for (k, v) in cx.headers().iter() {
         let name = k.as_str();
-        if matches!(name, "content-type" | "content-length" | "proxy") {
+        // `Proxy` is the "httpoxy" attack; a name with `_` would collide
+        // with its `-` twin in HTTP_* (`X-User_Id` forging `X-User-Id`):
+        // dropped, as nginx (`underscores_in_headers off`) and Apache do
+        if matches!(name, "content-type" | "content-length" | "proxy") || name.contains('_') {
             continue;
         }
         key.clear();

@@ -125,7 +125,7 @@ pub(super) async fn exchange(
     }
     let mut buf = BytesMut::with_capacity(4096);
     let parsed = tokio::time::timeout(limits.read, read_head(lease.conn(), &mut buf)).await;
-    let (status, headers, consumed) = match parsed {
+    let (status, headers) = match parsed {
         Ok(Ok(h)) => h,
         Ok(Err(Failure::BadResponse(_))) if reused && buf.is_empty() => {
             return Err(Failure::Stale);
@@ -133,7 +133,6 @@ pub(super) async fn exchange(
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(Failure::ReadTimeout),
     };
-    buf.advance(consumed);
     let length = headers
         .get(tessera_core::actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -245,17 +244,22 @@ async fn write(conn: &mut Conn, bytes: &[u8], limit: Duration) -> Result<(), Fai
     }
 }
 
-/// Reads until a final (non-1xx, or 101) response head parses.
+/// Reads until a final (non-1xx, or 101) response head parses, and takes
+/// it off `buf` (the field values share its bytes).
 async fn read_head(
     conn: &mut Conn,
     buf: &mut BytesMut,
-) -> Result<(StatusCode, HeaderMap, usize), Failure> {
+) -> Result<(StatusCode, HeaderMap), Failure> {
     use tokio::io::AsyncReadExt;
     loop {
         if !buf.is_empty() {
-            let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
-            let mut res = httparse::Response::new(&mut slots);
-            match res.parse(buf) {
+            // uninitialised slots: nothing to clear per response
+            let mut slots =
+                [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+            let mut res = httparse::Response::new(&mut []);
+            match httparse::ParserConfig::default()
+                .parse_response_with_uninit_headers(&mut res, buf, &mut slots)
+            {
                 Ok(httparse::Status::Complete(n)) => {
                     let code = res.code.unwrap_or(0);
                     if !(100..=599).contains(&code) {
@@ -275,21 +279,32 @@ async fn read_head(
                         buf.advance(n);
                         continue;
                     }
-                    let mut h = HeaderMap::with_capacity(res.headers.len());
+                    // names now, values as slices of the head's bytes below
+                    // (shared, not copied)
+                    let base = buf.as_ptr() as usize;
+                    let mut fields: smallvec::SmallVec<[(HeaderName, usize, usize); 16]> =
+                        smallvec::SmallVec::with_capacity(res.headers.len());
                     for f in res.headers.iter() {
                         let name = HeaderName::from_bytes(f.name.as_bytes())
                             .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
-                        let value = HeaderValue::from_bytes(f.value)
+                        let at = f.value.as_ptr() as usize - base;
+                        fields.push((name, at, at + f.value.len()));
+                    }
+                    let head = buf.split_to(n).freeze();
+                    let mut h = HeaderMap::with_capacity(fields.len());
+                    let mut lengths = 0;
+                    for (name, from, to) in fields {
+                        let value = HeaderValue::from_maybe_shared(head.slice(from..to))
                             .map_err(|_| Failure::BadResponse("a header value is invalid"))?;
+                        if name == tessera_core::actix_web::http::header::CONTENT_LENGTH {
+                            lengths += 1;
+                        }
                         h.append(name, value);
                     }
-                    if h.get_all(tessera_core::actix_web::http::header::CONTENT_LENGTH)
-                        .count()
-                        > 1
-                    {
+                    if lengths > 1 {
                         return Err(Failure::BadResponse("more than one Content-Length"));
                     }
-                    return Ok((status, h, n));
+                    return Ok((status, h));
                 }
                 Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
                 Ok(httparse::Status::Partial) => {

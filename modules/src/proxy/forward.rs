@@ -63,9 +63,10 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     header::PROXY_AUTHENTICATE,
 ];
 
-/// Copies `from` minus hop-by-hop fields and those `Connection` names.
-fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, extra_drop: &[HeaderName]) {
-    let mut named: smallvec::SmallVec<[HeaderName; 4]> = smallvec::SmallVec::new();
+/// The field names the `Connection` fields of `from` list (RFC 9110
+/// §7.6.1: hop-by-hop for this connection only).
+fn connection_names(from: &HeaderMap) -> smallvec::SmallVec<[HeaderName; 4]> {
+    let mut named = smallvec::SmallVec::new();
     for v in from.get_all(header::CONNECTION) {
         if let Ok(v) = v.to_str() {
             for t in v.split(',') {
@@ -75,6 +76,12 @@ fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, extra_drop: &[HeaderNam
             }
         }
     }
+    named
+}
+
+/// Copies `from` minus hop-by-hop fields and those `Connection` names.
+fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, extra_drop: &[HeaderName]) {
+    let named = connection_names(from);
     for (k, v) in from.iter() {
         if HOP_BY_HOP.contains(k) || named.contains(k) || extra_drop.contains(k) {
             continue;
@@ -197,9 +204,17 @@ pub(super) fn request_headers(
     out
 }
 
-/// The upstream response's fields to send to the client.
-pub(super) fn response_headers(from: &HeaderMap, to: &mut HeaderMap) {
-    copy_end_to_end(from, to, &[]);
+/// The upstream response's fields to send to the client, moved from
+/// `from` (no value is copied).
+pub(super) fn response_headers(from: HeaderMap, to: &mut HeaderMap) {
+    let named = connection_names(&from);
+    to.reserve(from.len());
+    for (k, v) in from {
+        if HOP_BY_HOP.contains(&k) || named.contains(&k) {
+            continue;
+        }
+        to.append(k, v);
+    }
 }
 
 #[cfg(test)]

@@ -400,13 +400,9 @@ fn respond(res: client::Response) -> HttpResponse {
         }
         None => HttpResponse::build(res.status).streaming(res.body),
     };
-    let mut copied = HeaderMap::new();
-    forward::response_headers(&res.headers, &mut copied);
     // the upstream's Content-Type (or none), not the builder's default
     r.headers_mut().remove(header::CONTENT_TYPE);
-    for (k, v) in copied.iter() {
-        r.headers_mut().append(k.clone(), v.clone());
-    }
+    forward::response_headers(res.headers, r.headers_mut());
     r
 }
 

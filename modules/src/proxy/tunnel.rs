@@ -68,20 +68,17 @@ pub(super) async fn upgrade(
     buf.advance(len);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut out = HttpResponse::build(status);
-    let mut copied = HeaderMap::new();
-    super::forward::response_headers(&headers, &mut copied);
     let mut r = out.finish();
-    for (k, v) in copied.iter() {
-        r.headers_mut().append(k.clone(), v.clone());
-    }
+    // a 101 must name the protocol it switches to (RFC 9110 §15.2.2)
+    let upgrade = headers.get(header::UPGRADE).cloned();
+    super::forward::response_headers(headers, r.headers_mut());
     if status != StatusCode::SWITCHING_PROTOCOLS {
         return Ok(r);
     }
-    // a 101 must name the protocol it switches to (RFC 9110 §15.2.2)
-    let Some(v) = headers.get(header::UPGRADE) else {
+    let Some(v) = upgrade else {
         return Err(std::io::ErrorKind::InvalidData.into());
     };
-    r.headers_mut().insert(header::UPGRADE, v.clone());
+    r.headers_mut().insert(header::UPGRADE, v);
     let early = buf;
     r.extensions_mut()
         .insert(Upgrade::new(move |client: Tunnel| async move {

@@ -392,6 +392,15 @@ impl Module for Status {
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
         r.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if format == Format::Html {
+            // the page talks to its own origin only
+            r.headers_mut().insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(
+                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'",
+                ),
+            );
+        }
         Outcome::Respond(r)
     }
 }
