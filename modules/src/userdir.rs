@@ -293,7 +293,7 @@ mod tests {
     #[test]
     fn password_database() {
         // Debian's root is always there, with home /root
-        assert_eq!(home_of("root"), Some(PathBuf::from("/root")));
+        assert_eq!(home_of("root"), Some((PathBuf::from("/root"), 0)));
         assert_eq!(home_of("no-such-user-tessera"), None);
         assert_eq!(home_of("nul\0byte"), None);
     }
