@@ -6,7 +6,8 @@
 //! and Debian's `-*- depends: … -*-` file headers.
 
 use super::parser::{Setting, Val};
-use super::{backend_addr, Tr, BACKEND_KEYS};
+use super::proxy::{backend_addr, BACKEND_KEYS};
+use super::Tr;
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};
 
