@@ -256,8 +256,9 @@ pub struct Answer {
     pub back_end: bool,
     /// Status, after the response phase (`None` for a back end).
     pub status: Option<u16>,
-    /// Header fields, after the response phase, in order (`Content-Length`
-    /// as it would be sent; no `Date`, which the connection adds).
+    /// Header fields, after the response phase, sorted by name, then
+    /// `Content-Length` as it would be sent (no `Date`, which the connection
+    /// adds).
     pub headers: Vec<(String, String)>,
 }
 
@@ -526,6 +527,9 @@ fn answer_of(
             )
         })
         .collect();
+    // by name, so that output compares across runs (a multi-line field
+    // keeps its lines' order)
+    headers.sort_by(|a, b| a.0.cmp(&b.0));
     if let BodySize::Sized(n) = res.body().size() {
         let head_of_get = req.method() == Method::HEAD;
         if !head_of_get || n > 0 {

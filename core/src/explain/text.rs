@@ -134,7 +134,11 @@ impl Display for Explanation {
 /// `expires  response  rule "docs" (server.toml:211), inherited from the
 /// vhost's table (server.toml:131)`.
 fn module_line(m: &ModuleUse, file: &str) -> String {
-    let phases = m.phases.join(", ");
+    let phases = if m.phases.is_empty() {
+        "no hooks".to_owned()
+    } else {
+        m.phases.join(", ")
+    };
     let origin = match (m.source, &m.rule) {
         ("rule", Some(r)) => {
             let mut s = format!("rule \"{r}\" table ({})", at(file, m.line));
