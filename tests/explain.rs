@@ -318,3 +318,37 @@ fn explain_header_only_from_trusted_addresses() {
     let e: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(e["request"]["client"], "10.9.9.9");
 }
+
+/// A FastCGI script is named with the upstream server that would run it,
+/// which is not contacted (nothing listens there).
+#[test]
+fn explain_describes_a_fastcgi_back_end() {
+    let d = TempDir::new("explain-fastcgi");
+    d.write("www/x.php", "<?php echo 1;");
+    let conf = d.write(
+        "server.toml",
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[[upstream]]\nname = \"php\"\nservers = [\"127.0.0.1:9\"]\n\n\
+         [[vhost]]\nserver-names = [\"site.test\"]\ndocument-root = \"www\"\n\
+         modules = [\"fastcgi\", \"static-file\"]\n[vhost.fastcgi]\nupstream = \"php\"\n",
+    );
+    let e = explain_json(&conf, &["http://site.test/x.php/more?a=1"]);
+    assert_eq!(e["answer"]["by"], "fastcgi");
+    assert_eq!(e["answer"]["back_end"], true);
+    let detail = e["answer"]["detail"].as_str().unwrap();
+    let script = d.path().join("www/x.php").canonicalize().unwrap();
+    assert!(
+        detail.starts_with(&format!(
+            "script {} (SCRIPT_NAME \"/x.php\", PATH_INFO \"/more\") to upstream \"php\", server 127.0.0.1:9 (",
+            script.display()
+        )),
+        "{detail}"
+    );
+    let e = explain_json(&conf, &["http://site.test/gone.php"]);
+    assert!(
+        e["answer"]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("404: the script"),
+        "{e:#}"
+    );
+}

@@ -109,23 +109,12 @@ impl Module for FastCgi {
         Some(Box::pin(self.run(cx, script)))
     }
 
-    /// `script /srv/www/x.php (SCRIPT_NAME /x.php) to upstream "php", server
-    /// …`, or the 404 `check-local` gives without calling the application.
+    /// `script /srv/www/x.php (SCRIPT_NAME "/x.php", …) to upstream "php",
+    /// server …`, without calling the application.
     fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
-        let script = self.scripts.resolve_request(cx)?;
-        if self.scripts.missing(&script) {
-            return Some(format!(
-                "404: the script {} is not a file (check-local), the application is not called",
-                script.filename.display()
-            ));
-        }
-        Some(format!(
-            "script {} (SCRIPT_NAME {}, PATH_INFO \"{}\") to {}",
-            script.filename.display(),
-            script.name,
-            script.path_info,
+        self.scripts.explain(cx, || {
             self.upstream.describe(cx.req.peer_addr().map(|a| a.ip()))
-        ))
+        })
     }
 }
 
