@@ -15,7 +15,12 @@ use tessera_core::{Config, Registry};
 #[command(version, about, long_about = None)]
 struct Cli {
     /// Configuration file.
-    #[arg(short = 'c', long = "config", default_value = "conf/server.toml")]
+    #[arg(
+        short = 'c',
+        long = "config",
+        default_value = "conf/server.toml",
+        global = true
+    )]
     config: PathBuf,
     /// Check the configuration, print a summary of vhosts, rules and module
     /// pipelines, and exit (like `nginx -t`).
@@ -34,6 +39,36 @@ enum Command {
     /// print a report. Exit status: 0 clean, 1 translated with warnings
     /// (something approximated or dropped), 2 failed.
     Import(ImportArgs),
+    /// Explain how the configuration answers a request, without starting a
+    /// server: the vhost and why, each rule with what decided it, the module
+    /// tables with their lines, and the file or back end that answers, with
+    /// the status and headers it would get.
+    Explain(ExplainArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ExplainArgs {
+    /// http://host[:port]/path?query, https://…, or /path (the first
+    /// listener's address is then the host).
+    url: String,
+    /// The method.
+    #[arg(
+        short = 'X',
+        long = "request",
+        value_name = "METHOD",
+        default_value = "GET"
+    )]
+    method: String,
+    /// A request header field, 'Name: value' (repeatable); Host replaces the
+    /// URL's host.
+    #[arg(short = 'H', long = "header", value_name = "'Name: value'")]
+    headers: Vec<String>,
+    /// The client address (the TCP peer; trusted-proxies apply to it).
+    #[arg(long = "from", value_name = "IP", default_value = "127.0.0.1")]
+    from: std::net::IpAddr,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -278,6 +313,25 @@ fn main() -> ExitCode {
             Ok(c) => c,
             Err(e) => return Err(anyhow::Error::new(e)),
         };
+        if let Some(Command::Explain(args)) = &cli.command {
+            let cfg = Arc::new(cfg);
+            let req = tessera_core::explain::UrlRequest {
+                url: args.url.clone(),
+                method: args.method.clone(),
+                headers: args.headers.clone(),
+                from: args.from,
+            };
+            let e = tessera_core::explain::explain_url(cfg.clone(), &req).await;
+            cfg.shutdown();
+            let e = e.map_err(|e| anyhow::anyhow!("explain: {e}"))?;
+            let text = if args.json {
+                serde_json::to_string_pretty(&e)? + "\n"
+            } else {
+                e.to_string()
+            };
+            let _ = out(&text);
+            return Ok(());
+        }
         if cli.test {
             let _ = out(&format!(
                 "{}configuration {} is ok\n",

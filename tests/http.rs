@@ -15,6 +15,7 @@ mod dashboard;
 mod dir_listing;
 mod engine;
 mod error_pages;
+mod explain;
 mod fastcgi;
 mod fuzz_corpus;
 mod health;

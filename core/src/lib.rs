@@ -26,6 +26,7 @@ pub mod body;
 pub mod config;
 pub mod conn;
 pub mod context;
+pub mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod h1;

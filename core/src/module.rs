@@ -99,6 +99,19 @@ pub trait Module: Send + Sync + 'static {
     /// client went away (lighttpd `handle_request_done`, nginx log phase).
     fn on_log(&self, _rec: &LogRecord<'_>) {}
 
+    /// `tessera explain` only, never per request: what this instance does
+    /// with the request, in a few words, without doing it. For an
+    /// asynchronous content handler ([`Hooks::ASYNC`]) it is called instead
+    /// of [`Module::content_async`], so that an explanation never reaches a
+    /// back end: `Some` says which back end would get the request (`"upstream
+    /// app, server 10.0.0.1:80, GET /users"`), `None` that the handler would
+    /// pass it on, exactly as `content_async` would. For any other module it
+    /// is called after its hook answered, to name what answered (the file
+    /// static-file served). Default `None`.
+    fn explain(&self, _cx: &Ctx<'_>) -> Option<String> {
+        None
+    }
+
     /// Called once when the server stops, after all requests finished: flush
     /// buffers. Must not block for long (it runs on the main thread).
     fn on_shutdown(&self) {}

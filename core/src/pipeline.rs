@@ -26,7 +26,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::module::{Hooks, Module};
-use crate::rule::{MatchInput, Rule};
+use crate::rule::{Decision, MatchInput, Rule};
 
 /// One module position in the pipeline with every instance configured for it.
 pub struct Slot {
@@ -43,6 +43,21 @@ pub struct Slot {
     /// combined with the vhost's ([`crate::config::inherit`]), as (rule index,
     /// mode, table), in rule order; for `tessera -t`, never read per request.
     pub rule_tables: Vec<(usize, crate::config::inherit::Inherit, serde_json::Value)>,
+}
+
+impl Slot {
+    /// The instance that runs for a request whose matching rules are
+    /// `matched` (indices, in order): the first matching rule's that has a
+    /// table for this module, with that rule's index, else the vhost's (with
+    /// `None`); `None` when neither exists (the module does not run).
+    #[inline]
+    pub fn chosen(&self, matched: &[usize]) -> Option<(Option<usize>, &Arc<dyn Module>)> {
+        self.rule_instances
+            .iter()
+            .find(|(ri, _)| matched.contains(ri))
+            .map(|(ri, m)| (Some(*ri), m))
+            .or(self.vhost_instance.as_ref().map(|m| (None, m)))
+    }
 }
 
 /// The modules active for one request, in pipeline order, with their hooks.
@@ -90,15 +105,33 @@ impl Pipeline {
     /// matching final rule.
     pub fn matching_rules(&self, input: &MatchInput<'_>) -> SmallVec<[usize; 8]> {
         let mut out = SmallVec::new();
-        for (i, r) in self.rules.iter().enumerate() {
-            if r.matcher.matches(input) {
+        self.evaluate_rules(input, |i, d| {
+            if d.matched {
                 out.push(i);
-                if r.is_final {
-                    break;
-                }
+            }
+        });
+        out
+    }
+
+    /// Evaluates the rules top-down, as a request does, and calls `visit`
+    /// with each rule evaluated (its index and [`Decision`]), up to and
+    /// including the first matching final rule; later rules are not
+    /// evaluated. [`Pipeline::matching_rules`] is this, keeping the matches;
+    /// `tessera explain` keeps every decision.
+    #[inline]
+    pub fn evaluate_rules<'p>(
+        &'p self,
+        input: &MatchInput<'_>,
+        mut visit: impl FnMut(usize, Decision<'p>),
+    ) {
+        for (i, r) in self.rules.iter().enumerate() {
+            let d = r.matcher.decide(input);
+            let stop = d.matched && r.is_final;
+            visit(i, d);
+            if stop {
+                break;
             }
         }
-        out
     }
 
     /// The module instances that handle a request, in pipeline order.
@@ -109,13 +142,7 @@ impl Pipeline {
         }
         let mut out = Active::new();
         for slot in &self.slots {
-            let chosen = slot
-                .rule_instances
-                .iter()
-                .find(|(ri, _)| matched.contains(ri))
-                .map(|(_, m)| m)
-                .or(slot.vhost_instance.as_ref());
-            if let Some(m) = chosen {
+            if let Some((_, m)) = slot.chosen(&matched) {
                 out.push((m.hooks(), m));
             }
         }

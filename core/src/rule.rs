@@ -241,26 +241,45 @@ impl Matcher {
     }
 
     /// True when the request matches. A regular expression that gives up (the
-    /// backtracking limit of fancy-regex) counts as no match.
+    /// backtracking limit of fancy-regex) counts as no match. The same
+    /// evaluation as [`Matcher::decide`], which also says why.
+    #[inline]
     pub fn matches(&self, input: &MatchInput<'_>) -> bool {
+        self.decide(input).matched
+    }
+
+    /// Evaluates the match and names the condition that decided it (for
+    /// `tessera explain`; [`Matcher::matches`] is this without the reason):
+    /// in `all`, the first condition that fails (or the last, when all hold);
+    /// in `any`, the first that holds (or the last, when none does); in `not`,
+    /// its inner condition. Conditions after the deciding one are not
+    /// evaluated, as per request.
+    pub fn decide(&self, input: &MatchInput<'_>) -> Decision<'_> {
+        let leaf = |matched| Decision { matched, by: self };
         let path = input.path;
         match self {
-            Matcher::Always => true,
-            Matcher::PathPrefix(p) => path.starts_with(&**p),
-            Matcher::PathRegex(r) => r.is_match(path).unwrap_or(false),
-            Matcher::Extensions(exts) => match extension(path) {
+            Matcher::Always => leaf(true),
+            Matcher::PathPrefix(p) => leaf(path.starts_with(&**p)),
+            Matcher::PathRegex(r) => leaf(r.is_match(path).unwrap_or(false)),
+            Matcher::Extensions(exts) => leaf(match extension(path) {
                 Some(ext) => exts.iter().any(|e| e.eq_ignore_ascii_case(ext)),
                 None => false,
-            },
-            Matcher::All(v) => v.iter().all(|m| m.matches(input)),
-            Matcher::Any(v) => v.iter().any(|m| m.matches(input)),
-            Matcher::Not(m) => !m.matches(input),
-            Matcher::Client(nets) => input.req.and_then(|r| r.peer_addr()).is_some_and(|a| {
+            }),
+            Matcher::All(v) => first_deciding(v, input, false),
+            Matcher::Any(v) => first_deciding(v, input, true),
+            Matcher::Not(m) => {
+                let d = m.decide(input);
+                Decision {
+                    matched: !d.matched,
+                    by: d.by,
+                }
+            }
+            Matcher::Client(nets) => leaf(input.req.and_then(|r| r.peer_addr()).is_some_and(|a| {
                 let ip = canonical_ip(a.ip());
                 nets.iter().any(|n| n.contains(&ip))
-            }),
-            Matcher::Method(ms) => input.req.is_some_and(|r| ms.contains(r.method())),
-            Matcher::Header(name, re) => input.req.is_some_and(|r| {
+            })),
+            Matcher::Method(ms) => leaf(input.req.is_some_and(|r| ms.contains(r.method()))),
+            Matcher::Header(name, re) => leaf(input.req.is_some_and(|r| {
                 let mut values = r.headers().get_all(name).peekable();
                 match re {
                     None => values.peek().is_some(),
@@ -268,17 +287,68 @@ impl Matcher {
                         values.any(|v| v.to_str().is_ok_and(|s| re.is_match(s).unwrap_or(false)))
                     }
                 }
-            }),
-            Matcher::Query(re) => input
-                .req
-                .is_some_and(|r| re.is_match(r.query_string()).unwrap_or(false)),
+            })),
+            Matcher::Query(re) => leaf(
+                input
+                    .req
+                    .is_some_and(|r| re.is_match(r.query_string()).unwrap_or(false)),
+            ),
             Matcher::FileExists(want) => {
                 let p = input.document_root.join(path.trim_start_matches('/'));
-                std::fs::metadata(p).is_ok() == *want
+                leaf(std::fs::metadata(p).is_ok() == *want)
             }
-            Matcher::Socket(addr) => input
-                .req
-                .is_some_and(|r| r.app_config().local_addr() == *addr),
+            Matcher::Socket(addr) => leaf(
+                input
+                    .req
+                    .is_some_and(|r| r.app_config().local_addr() == *addr),
+            ),
+        }
+    }
+
+    /// The condition as written in the configuration, for a single condition
+    /// (`path-prefix = "/img/"`); combinations are written whole.
+    pub fn describe(&self) -> String {
+        let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+        let list = |v: &[Matcher]| {
+            v.iter()
+                .map(|m| format!("{{ {} }}", m.describe()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Matcher::Always => "no match (every request)".to_owned(),
+            Matcher::PathPrefix(p) => format!("path-prefix = {}", q(p)),
+            Matcher::PathRegex(r) => format!("path-regex = {}", q(r.as_str())),
+            Matcher::Extensions(e) => format!(
+                "extensions = [{}]",
+                e.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ")
+            ),
+            Matcher::All(v) => format!("all = [{}]", list(v)),
+            Matcher::Any(v) => format!("any = [{}]", list(v)),
+            Matcher::Not(m) => format!("not = {{ {} }}", m.describe()),
+            Matcher::Client(n) => format!(
+                "client = [{}]",
+                n.iter()
+                    .map(|x| q(&x.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Matcher::Method(m) => format!(
+                "method = [{}]",
+                m.iter()
+                    .map(|x| q(x.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Matcher::Header(n, None) => format!("header = {{ name = {} }}", q(n.as_str())),
+            Matcher::Header(n, Some(r)) => format!(
+                "header = {{ name = {}, regex = {} }}",
+                q(n.as_str()),
+                q(r.as_str())
+            ),
+            Matcher::Query(r) => format!("query = {}", q(r.as_str())),
+            Matcher::FileExists(b) => format!("file-exists = {b}"),
+            Matcher::Socket(a) => format!("socket = {}", q(&a.to_string())),
         }
     }
 
@@ -292,6 +362,34 @@ impl Matcher {
             _ => None,
         }
     }
+}
+
+/// The outcome of [`Matcher::decide`]: whether the match holds, and the
+/// single condition (never `all`, `any` or `not`) that decided it.
+#[derive(Debug, Clone, Copy)]
+pub struct Decision<'m> {
+    /// The match holds.
+    pub matched: bool,
+    /// The condition that decided.
+    pub by: &'m Matcher,
+}
+
+/// `all` (`stop_on` false) and `any` (`stop_on` true): the first inner
+/// condition whose outcome is `stop_on` decides, else the last one.
+fn first_deciding<'m>(v: &'m [Matcher], input: &MatchInput<'_>, stop_on: bool) -> Decision<'m> {
+    let mut last = None;
+    for m in v {
+        let d = m.decide(input);
+        if d.matched == stop_on {
+            return d;
+        }
+        last = Some(d);
+    }
+    // compiled lists are never empty
+    last.unwrap_or(Decision {
+        matched: !stop_on,
+        by: &Matcher::Always,
+    })
 }
 
 fn compile_list(key: &str, v: &[MatchSpec]) -> Result<Box<[Matcher]>, (String, String)> {
@@ -381,6 +479,28 @@ mod tests {
         assert!(!c.matches("/a/x.txt"));
         assert!(!c.matches("/a/z.png"));
         assert!(!c.matches("/b/x.png"));
+    }
+
+    /// `decide` names the condition that decided, inside combinations.
+    #[test]
+    fn decide_names_the_deciding_condition() {
+        let c = Matcher::compile(
+            &serde_json::from_value(serde_json::json!({"all": [
+                {"path-prefix": "/a/"},
+                {"not": {"extensions": ["txt"]}},
+                {"any": [{"path-regex": "x"}, {"path-regex": "y"}]}
+            ]}))
+            .unwrap(),
+        )
+        .unwrap();
+        let why = |p: &str| {
+            let d = c.decide(&MatchInput::path_only(p));
+            (d.matched, d.by.describe())
+        };
+        assert_eq!(why("/b/x.png"), (false, "path-prefix = \"/a/\"".into()));
+        assert_eq!(why("/a/x.txt"), (false, "extensions = [\"txt\"]".into()));
+        assert_eq!(why("/a/y.png"), (true, "path-regex = \"y\"".into()));
+        assert_eq!(why("/a/z.png"), (false, "path-regex = \"y\"".into()));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::rc::Rc;
 
 use crate::config::{Config, ServerSettings};
 use crate::context::{request_host, Ctx, LogRecord};
+use crate::explain::{Observe, Phase};
 use crate::module::{Hooks, Module, Outcome};
 use crate::response::error_response;
 use crate::supervisor::Runtime;
@@ -89,6 +90,16 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 }
                 let flight = clock.and_then(|c| c.start());
                 let cfg = rt.current.load();
+                // `X-Tessera-Explain` from an `explain-from` client; one
+                // emptiness check per request otherwise
+                if !cfg.server.explain_from.is_empty() {
+                    if let Some(mut res) = crate::explain::answer(&cfg, &req) {
+                        if let Some(f) = flight {
+                            res = f.track(res);
+                        }
+                        return HandleFuture::Ready(Some(ServiceResponse::new(req, res)));
+                    }
+                }
                 if let Some(mut res) = crate::health::answer(&cfg.server, &req) {
                     if let Some(f) = flight {
                         res = f.track(res);
@@ -734,7 +745,7 @@ fn is_known_method(m: &Method) -> bool {
 
 /// Checks of RFC 9110/9112 that come before any module: returns the response to
 /// send instead of running the pipeline.
-fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResponse> {
+pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResponse> {
     // RFC 9110 §15.5.15: a request target longer than we accept is 414.
     if req.uri().path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
         return Some(error_response(StatusCode::URI_TOO_LONG));
@@ -811,6 +822,20 @@ async fn respond(
     req: &HttpRequest,
     payload: Option<actix_web::dev::Payload>,
 ) -> HttpResponse {
+    respond_observed(cfg, req, payload, &mut crate::explain::Unobserved).await
+}
+
+/// [`respond`], reporting to `obs` what answered and why. With
+/// [`crate::explain::Unobserved`] (every real request) the reports compile to
+/// nothing; with an explanation's observer ([`Observe::DRY`]) back ends are
+/// asked to describe the request instead of getting it, and the response is
+/// returned before counters and the log phase.
+pub(crate) async fn respond_observed<O: Observe>(
+    cfg: &Arc<Config>,
+    req: &HttpRequest,
+    payload: Option<actix_web::dev::Payload>,
+    obs: &mut O,
+) -> HttpResponse {
     let began = Instant::now();
     let early = protocol_check(req, &cfg.server);
     let vhost = cfg.vhosts.select_on(
@@ -873,14 +898,18 @@ async fn respond(
     let needs_log = active.iter().any(|(h, _)| h.contains(Hooks::LOG));
     let times = needs_log.then(|| (SystemTime::now(), began));
     let mut res = match early {
-        Some(r) => r,
+        Some(r) => {
+            obs.early();
+            r
+        }
         None => {
             let mut rewrites = 0;
             loop {
-                match run_handlers(&active, &mut cx).await {
+                match run_handlers(&active, &mut cx, obs).await {
                     Handled::Response(r) => break r,
                     Handled::Rewritten if rewrites < crate::context::MAX_REWRITES => {
                         rewrites += 1;
+                        obs.rewritten(cx.path());
                         active = resolve(&cx);
                     }
                     Handled::Rewritten => {
@@ -897,6 +926,9 @@ async fn respond(
         }
     }
     res.headers_mut().insert(header::SERVER, SERVER);
+    if O::DRY {
+        return res;
+    }
     // a body over max-body-size was cut off unread: 413, then close
     if over.get() {
         res.head_mut()
@@ -990,11 +1022,16 @@ enum Handled {
     Rewritten,
 }
 
-async fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) -> Handled {
+async fn run_handlers<O: Observe>(
+    active: &crate::pipeline::Active<'_>,
+    cx: &mut Ctx<'_>,
+    obs: &mut O,
+) -> Handled {
     for (h, m) in active {
         if h.contains(Hooks::REQUEST) {
             let outcome = m.on_request(cx);
             if let Outcome::Respond(r) = outcome {
+                obs.answered(m, Phase::Request, cx);
                 return Handled::Response(r);
             }
             if cx.take_rewritten() {
@@ -1005,8 +1042,17 @@ async fn run_handlers(active: &crate::pipeline::Active<'_>, cx: &mut Ctx<'_>) ->
     for (h, m) in active {
         if h.contains(Hooks::CONTENT) {
             if let Some(r) = m.content(cx) {
+                obs.answered(m, Phase::Content, cx);
                 return Handled::Response(r);
             }
+        }
+        if O::DRY && h.contains(Hooks::ASYNC) {
+            // an explanation never reaches a back end
+            if let Some(what) = m.explain(cx) {
+                obs.back_end(m, what);
+                return Handled::Response(HttpResponse::Ok().finish());
+            }
+            continue;
         }
         if h.contains(Hooks::ASYNC) {
             let answered = match m.content_async(cx) {

@@ -163,19 +163,32 @@ impl VhostTable {
     /// `tls`: the connection is TLS, so `:443` (else `:80`) is the default
     /// port, which `names-see-port` names do not see (lighttpd normalizes
     /// the host so).
+    #[inline]
     pub fn select_on(
         &self,
         host: Option<&str>,
         listener: Option<std::net::SocketAddr>,
         tls: bool,
     ) -> &Vhost {
+        self.select_why(host, listener, tls).0
+    }
+
+    /// [`VhostTable::select_on`], which it is, with the reason for the choice
+    /// (for `tessera explain`).
+    pub fn select_why(
+        &self,
+        host: Option<&str>,
+        listener: Option<std::net::SocketAddr>,
+        tls: bool,
+    ) -> (&Vhost, Selected<'_>) {
+        let default = (self.default_vhost(), Selected::Default);
         let Some(host) = host else {
-            return self.default_vhost();
+            return (self.default_vhost(), Selected::NoHost);
         };
         let stripped = strip_port(host);
         let name = stripped.strip_suffix('.').unwrap_or(stripped);
         if name.is_empty() || name.len() > MAX_HOST {
-            return self.default_vhost();
+            return default;
         }
         // The lower-cased host, then its `:port` as a number without the
         // scheme's default port (for names-see-port; lighttpd's
@@ -218,29 +231,47 @@ impl VhostTable {
         let full = std::str::from_utf8(&buf[..all]).unwrap_or("");
         let lower = &full[..name.len().min(full.len())];
         let seen = |sees_port: bool| if sees_port { full } else { lower };
-        if let Some(&i) = self.exact.get(lower) {
+        if let Some((n, &i)) = self.exact.get_key_value(lower) {
             if self.listens_on(i, listener) {
-                return &self.vhosts[i];
+                return (&self.vhosts[i], Selected::Exact(n));
             }
         }
-        if let Some(&i) = self.exact_port.get(full) {
+        if let Some((n, &i)) = self.exact_port.get_key_value(full) {
             if self.listens_on(i, listener) {
-                return &self.vhosts[i];
+                return (&self.vhosts[i], Selected::Exact(n));
             }
         }
         for (suffix, i, sees_port) in &self.wildcards {
             let h = seen(*sees_port);
             if h.len() > suffix.len() && h.ends_with(&**suffix) && self.listens_on(*i, listener) {
-                return &self.vhosts[*i];
+                return (&self.vhosts[*i], Selected::Wildcard(suffix));
             }
         }
         for (re, i, sees_port) in &self.regexes {
             if self.listens_on(*i, listener) && re.is_match(seen(*sees_port)).unwrap_or(false) {
-                return &self.vhosts[*i];
+                return (&self.vhosts[*i], Selected::Regex(re.as_str()));
             }
         }
-        self.default_vhost()
+        default
     }
+}
+
+/// Why [`VhostTable::select_why`] chose its vhost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selected<'t> {
+    /// The host equals this name (lower-cased; with its port for a
+    /// `names-see-port` vhost).
+    Exact(&'t str),
+    /// The host ends with this suffix (`.example.com`, from `*.example.com`
+    /// or `.example.com`).
+    Wildcard(&'t str),
+    /// The host matches this regular expression (a `~REGEX` name).
+    Regex(&'t str),
+    /// The request named no host (HTTP/1.0 without `Host`, or a request the
+    /// protocol checks refused): the default vhost.
+    NoHost,
+    /// No name matched the host: the default vhost.
+    Default,
 }
 
 /// The host without its port: `a.b:80` -> `a.b`, `[::1]:8080` -> `[::1]`.
@@ -432,6 +463,38 @@ mod tests {
         assert_eq!(sel("example.com"), 0);
         assert_eq!(sel("other"), 0);
         assert_eq!(t.select(None).info.index, 0);
+    }
+
+    /// `select_why` gives the vhost `select_on` gives, with the reason.
+    #[test]
+    fn selection_reasons() {
+        let t = table(
+            &[
+                &["default.test"],
+                &["*.example.com"],
+                &["~^app[0-9]+\\.test$"],
+            ],
+            0,
+        );
+        let why = |h: Option<&str>| {
+            let (v, w) = t.select_why(h, None, false);
+            assert_eq!(v.info.index, t.select(h).info.index);
+            (v.info.index, w)
+        };
+        assert_eq!(
+            why(Some("Default.test:80")),
+            (0, Selected::Exact("default.test"))
+        );
+        assert_eq!(
+            why(Some("a.example.com")),
+            (1, Selected::Wildcard(".example.com"))
+        );
+        assert_eq!(
+            why(Some("app7.test")),
+            (2, Selected::Regex("^app[0-9]+\\.test$"))
+        );
+        assert_eq!(why(Some("other.test")), (0, Selected::Default));
+        assert_eq!(why(None), (0, Selected::NoHost));
     }
 
     #[test]

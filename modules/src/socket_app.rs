@@ -93,6 +93,17 @@ impl<P: Protocol> Module for SocketApp<P> {
         let script = self.scripts.resolve_request(cx)?;
         Some(Box::pin(self.run(cx, script)))
     }
+
+    /// The script and the upstream server it would go to, without calling it.
+    fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
+        self.scripts.explain(cx, || {
+            format!(
+                "{} {}",
+                P::NAME,
+                self.upstream.describe(cx.req.peer_addr().map(|a| a.ip()))
+            )
+        })
+    }
 }
 
 impl<P: Protocol> SocketApp<P> {

@@ -10,6 +10,7 @@
 
 mod error;
 pub mod inherit;
+pub mod source;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -147,6 +148,14 @@ pub struct ServerSettings {
     /// Default 0.
     #[serde(default)]
     pub drain_delay: u64,
+    /// Clients allowed to ask for an explanation of their request with the
+    /// header `X-Tessera-Explain: 1` (`tessera explain` from the running
+    /// server; see [`crate::explain`]): IP addresses and CIDR networks,
+    /// compared with the client address as `access` sees it (after
+    /// `trusted-proxies`). The answer is then the explanation as JSON instead
+    /// of the response. Default `[]`: nobody, and the header costs nothing.
+    #[serde(default, alias = "explain_from")]
+    pub explain_from: crate::realip::TrustedProxies,
 }
 
 /// `[server] http1-engine`.
@@ -253,6 +262,9 @@ pub struct Config {
     pub plugins: Vec<LoadedPlugin>,
     /// The `[[upstream]]` declarations with their health and counters.
     pub upstreams: Arc<crate::upstream::Upstreams>,
+    /// The line of each table in the file, for `tessera explain` (empty when
+    /// built from a tree by [`build`]).
+    pub sources: source::SourceMap,
 }
 
 /// A `[[plugin]]` library that was loaded and checked.
@@ -390,7 +402,11 @@ fn one_line(s: &str) -> String {
 /// expression, two vhosts claiming one name, a module's own validation.
 pub fn load(file: &Path, registry: &Registry) -> Result<Config, ConfigError> {
     let value = load_value(file)?;
-    build(file, &value, registry)
+    let mut cfg = build(file, &value, registry)?;
+    if let Ok(text) = std::fs::read_to_string(file) {
+        cfg.sources = source::SourceMap::parse(&text);
+    }
+    Ok(cfg)
 }
 
 /// Builds a configuration from an already parsed tree (see [`load`]).
@@ -550,6 +566,7 @@ pub fn build(file: &Path, value: &Value, registry: &Registry) -> Result<Config, 
         tls: Arc::new(table),
         plugins,
         upstreams: Arc::new(upstreams),
+        sources: source::SourceMap::default(),
     })
 }
 

@@ -268,27 +268,11 @@ impl Upstream {
     /// tried anyway (nginx does the same rather than fail at once).
     /// `None`: every server was tried.
     pub fn pick(&self, client: Option<IpAddr>, tried: &[usize]) -> Option<Pick<'_>> {
-        let n = self.servers.len();
-        let untried = |i: &usize| !tried.contains(i);
-        let up = |i: &usize| untried(i) && self.servers[*i].is_up();
-        let start = match self.config.balance {
-            Balance::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed) % n,
-            Balance::First => 0,
-            Balance::IpHash => client.map_or(0, |ip| (hash_ip(ip) % n as u64) as usize),
-            Balance::LeastConn => {
-                let rr = self.next.fetch_add(1, Ordering::Relaxed);
-                let best = (0..n)
-                    .map(|k| (rr + k) % n)
-                    .filter(up)
-                    .min_by_key(|i| self.servers[*i].in_flight());
-                best.unwrap_or(rr % n)
-            }
+        let rr = match self.config.balance {
+            Balance::RoundRobin | Balance::LeastConn => self.next.fetch_add(1, Ordering::Relaxed),
+            Balance::First | Balance::IpHash => 0,
         };
-        let chosen = (0..n).map(|k| (start + k) % n).find(up).or_else(|| {
-            (0..n)
-                .filter(untried)
-                .min_by_key(|i| self.servers[*i].down_until.load(Ordering::Relaxed))
-        })?;
+        let chosen = self.choose(client, tried, rr)?;
         self.servers[chosen]
             .in_flight
             .fetch_add(1, Ordering::Relaxed);
@@ -298,6 +282,58 @@ impl Upstream {
         Some(Pick {
             upstream: self,
             index: chosen,
+        })
+    }
+
+    /// The server [`Upstream::pick`] would choose for a first attempt now,
+    /// without counting or advancing anything (`tessera explain`).
+    pub fn peek(&self, client: Option<IpAddr>) -> Option<&Server> {
+        let rr = self.next.load(Ordering::Relaxed);
+        self.choose(client, &[], rr).map(|i| &self.servers[i])
+    }
+
+    /// `upstream "app", server 10.0.0.1:80 (up; next in turn for round-robin)`:
+    /// the server a first attempt for `client` would go to now, for
+    /// `tessera explain` (see [`Upstream::peek`]).
+    pub fn describe(&self, client: Option<IpAddr>) -> String {
+        let how = match self.config.balance {
+            Balance::RoundRobin => "next in turn for round-robin",
+            Balance::LeastConn => "fewest requests in flight now",
+            Balance::IpHash => "this client's server by ip-hash",
+            Balance::First => "first server up",
+        };
+        match self.peek(client) {
+            Some(s) => format!(
+                "upstream \"{}\", server {} ({}; {how})",
+                self.name,
+                s.address,
+                if s.is_up() { "up" } else { "down" }
+            ),
+            None => format!("upstream \"{}\" (no server)", self.name),
+        }
+    }
+
+    /// The index `pick` takes, `rr` being the round-robin counter's value.
+    fn choose(&self, client: Option<IpAddr>, tried: &[usize], rr: usize) -> Option<usize> {
+        let n = self.servers.len();
+        let untried = |i: &usize| !tried.contains(i);
+        let up = |i: &usize| untried(i) && self.servers[*i].is_up();
+        let start = match self.config.balance {
+            Balance::RoundRobin => rr % n,
+            Balance::First => 0,
+            Balance::IpHash => client.map_or(0, |ip| (hash_ip(ip) % n as u64) as usize),
+            Balance::LeastConn => {
+                let best = (0..n)
+                    .map(|k| (rr + k) % n)
+                    .filter(up)
+                    .min_by_key(|i| self.servers[*i].in_flight());
+                best.unwrap_or(rr % n)
+            }
+        };
+        (0..n).map(|k| (start + k) % n).find(up).or_else(|| {
+            (0..n)
+                .filter(untried)
+                .min_by_key(|i| self.servers[*i].down_until.load(Ordering::Relaxed))
         })
     }
 

@@ -229,6 +229,27 @@ impl Module for Cgi {
         let script = self.scripts.resolve_request(cx)?;
         Some(Box::pin(self.run(cx, script)))
     }
+
+    /// The script and the program that would run it, without running it.
+    fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
+        let script = self.scripts.resolve_request(cx)?;
+        if !std::fs::metadata(&script.filename).is_ok_and(|m| m.is_file()) {
+            return Some(format!(
+                "404: the script {} is not a file; nothing is run",
+                script.filename.display()
+            ));
+        }
+        let how = match self.interpreter(&script.name).unwrap_or(None) {
+            Some(i) => format!("run by {}", i.display()),
+            None => "executed itself".to_owned(),
+        };
+        Some(format!(
+            "CGI script {} (SCRIPT_NAME \"{}\", PATH_INFO \"{}\"), {how}",
+            script.filename.display(),
+            script.name,
+            script.path_info
+        ))
+    }
 }
 
 impl Cgi {

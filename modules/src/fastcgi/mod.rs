@@ -108,6 +108,14 @@ impl Module for FastCgi {
         let script = self.scripts.resolve_request(cx)?;
         Some(Box::pin(self.run(cx, script)))
     }
+
+    /// `script /srv/www/x.php (SCRIPT_NAME "/x.php", …) to upstream "php",
+    /// server …`, without calling the application.
+    fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
+        self.scripts.explain(cx, || {
+            self.upstream.describe(cx.req.peer_addr().map(|a| a.ip()))
+        })
+    }
 }
 
 /// Why one attempt failed.

@@ -197,6 +197,27 @@ impl ScriptMap {
             && self.script_name.is_none()
             && !std::fs::metadata(&script.filename).is_ok_and(|m| m.is_file())
     }
+
+    /// For `tessera explain` (a back end's [`tessera_core::Module::explain`]):
+    /// where the request's script would go, `to` naming the back end, or the
+    /// 404 `check-local` gives without calling it; `None` when the request
+    /// names no script (the handler passes it on).
+    pub fn explain(&self, cx: &Ctx<'_>, to: impl FnOnce() -> String) -> Option<String> {
+        let script = self.resolve_request(cx)?;
+        if self.missing(&script) {
+            return Some(format!(
+                "404: the script {} is not a file (check-local); the back end is not called",
+                script.filename.display()
+            ));
+        }
+        Some(format!(
+            "script {} (SCRIPT_NAME \"{}\", PATH_INFO \"{}\") to {}",
+            script.filename.display(),
+            script.name,
+            script.path_info,
+            to()
+        ))
+    }
 }
 
 /// Extra variables from the configuration (nginx `fastcgi_param`), sorted

@@ -439,4 +439,23 @@ impl Module for Proxy {
         let inner = self.inner.as_ref()?;
         Some(Box::pin(inner.forward(cx)))
     }
+
+    /// `upstream "app", server 10.0.0.1:80 (…), GET /users?x=1`: where
+    /// `content_async` would send the request, and the target it would send.
+    fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
+        let inner = self.inner.as_ref()?;
+        let mut target = inner
+            .map(&tessera_core::path::encode(cx.path()))
+            .into_owned();
+        if let Some(q) = cx.req.uri().query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        let client = cx.req.peer_addr().map(|a| a.ip());
+        Some(format!(
+            "{}, {} {target}",
+            inner.upstream.describe(client),
+            cx.req.method()
+        ))
+    }
 }

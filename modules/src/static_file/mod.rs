@@ -288,6 +288,29 @@ impl Module for StaticFile {
             }
         }
     }
+
+    /// The file it answered with: `file /srv/www/a.css`, `index file
+    /// /srv/www/docs/index.html`; or what it answered for instead.
+    fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
+        let path = cx.path_in_root();
+        let full = cx.document_root().join(path.trim_start_matches('/'));
+        Some(match std::fs::metadata(&full) {
+            Ok(m) if m.is_file() => format!("file {}", full.display()),
+            Ok(m) if m.is_dir() && !cx.path().ends_with('/') => {
+                format!("directory {}, asked for without its slash", full.display())
+            }
+            Ok(m) if m.is_dir() => match self
+                .index_files
+                .iter()
+                .map(|n| full.join(n))
+                .find(|p| p.is_file())
+            {
+                Some(p) => format!("index file {}", p.display()),
+                None => format!("directory {} without an index file", full.display()),
+            },
+            _ => format!("no file served for {}", full.display()),
+        })
+    }
 }
 
 /// 405 with `Allow` for methods other than GET, HEAD and OPTIONS; 200 with
