@@ -669,3 +669,26 @@ fn a_spawn_table_that_cannot_work_is_a_configuration_error() {
         "{err}"
     );
 }
+
+#[test]
+fn an_internal_only_path_is_reached_through_x_accel_redirect_alone() {
+    // nginx's `internal` location: /protected/ is refused to clients, and
+    // served when the application hands it out
+    let d = crate::util::TempDir::new("fpm-internal");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(
+        &fpm,
+        "",
+        "x-sendfile = true\n\n[[vhost.rule]]\nmatch = { all = [{ path-prefix = \"/protected/\" }, { internal = false }] }\n[vhost.rule.access]\nrules = [{ deny = \"all\" }]",
+    );
+    std::fs::create_dir_all(s.root().join("protected")).unwrap();
+    std::fs::write(s.root().join("protected/report.txt"), "members only\n").unwrap();
+    std::fs::write(
+        s.root().join("give.php"),
+        "<?php header('X-Accel-Redirect: /protected/report.txt');",
+    )
+    .unwrap();
+    assert_eq!(s.get("/protected/report.txt").status, 403);
+    let r = s.get("/give.php");
+    assert_eq!((r.status, r.text().as_str()), (200, "members only\n"));
+}

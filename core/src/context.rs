@@ -283,6 +283,12 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// Whether the request reached its path by an internal redirect
+    /// ([`Ctx::redirect_internally`]; the `internal` rule matcher).
+    pub fn redirected(&self) -> bool {
+        self.as_get
+    }
+
     /// The request method as modules should answer it: the request's, or
     /// GET after an internal redirect ([`Ctx::redirect_internally`]).
     pub fn method(&self) -> &Method {

@@ -60,6 +60,12 @@ pub enum MatchSpec {
     /// The request came in on this listening socket, `"IP:PORT"` (lighttpd
     /// `$SERVER["socket"]`, Cherokee `bind`).
     Socket(String),
+    /// `true`: the request reached this path by an internal redirect (a
+    /// back end's local `Location` or `X-Accel-Redirect`); `false`: it asked
+    /// for it itself. nginx's `internal` location: with
+    /// `{ not = { internal = true } }` and `access`, a path only back ends
+    /// can hand out.
+    Internal(bool),
 }
 
 /// The `header` matcher: `{ name = "User-Agent", regex = "curl" }`; without
@@ -82,6 +88,9 @@ pub struct MatchInput<'a> {
     pub req: Option<&'a HttpRequest>,
     /// The vhost's document root, for [`MatchSpec::FileExists`].
     pub document_root: &'a Path,
+    /// The request reached this path by an internal redirect
+    /// ([`MatchSpec::Internal`]).
+    pub internal: bool,
 }
 
 impl<'a> MatchInput<'a> {
@@ -91,6 +100,7 @@ impl<'a> MatchInput<'a> {
             path,
             req: None,
             document_root: Path::new("/nonexistent"),
+            internal: false,
         }
     }
 }
@@ -124,6 +134,8 @@ pub enum Matcher {
     FileExists(bool),
     /// See [`MatchSpec::Socket`].
     Socket(std::net::SocketAddr),
+    /// See [`MatchSpec::Internal`].
+    Internal(bool),
 }
 
 fn compile_regex(key: &str, r: &str) -> Result<Regex, (String, String)> {
@@ -237,6 +249,7 @@ impl Matcher {
                 s.parse()
                     .map_err(|_| ("socket".to_string(), format!("\"{s}\" is not IP:PORT")))?,
             ),
+            MatchSpec::Internal(b) => Matcher::Internal(*b),
         })
     }
 
@@ -302,6 +315,7 @@ impl Matcher {
                     .req
                     .is_some_and(|r| r.app_config().local_addr() == *addr),
             ),
+            Matcher::Internal(want) => leaf(input.internal == *want),
         }
     }
 
@@ -349,6 +363,7 @@ impl Matcher {
             Matcher::Query(r) => format!("query = {}", q(r.as_str())),
             Matcher::FileExists(b) => format!("file-exists = {b}"),
             Matcher::Socket(a) => format!("socket = {}", q(&a.to_string())),
+            Matcher::Internal(b) => format!("internal = {b}"),
         }
     }
 

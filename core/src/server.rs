@@ -888,6 +888,7 @@ pub(crate) async fn respond_observed<O: Observe>(
             path: cx.path(),
             req: Some(req),
             document_root: &vhost.info.document_root,
+            internal: cx.redirected(),
         })
     };
     let mut active = if early.is_some() {

@@ -304,6 +304,7 @@ pub fn explain(cfg: &Arc<Config>, req: &HttpRequest) -> Explanation {
         path: &path,
         req: Some(req),
         document_root: &vhost.info.document_root,
+        internal: false,
     };
     let mut matched = Vec::new();
     let mut rules: Vec<RuleTrace> = p
