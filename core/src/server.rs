@@ -272,9 +272,12 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     if graceful {
         stop_engine.start();
     }
+    // actix-server carries out the stop command inside its own future,
+    // which is therefore polled while `stop` waits for it
     let actix = async {
-        if let Some(h) = &handle {
-            h.stop(graceful).await;
+        match &handle {
+            Some(h) => tokio::join!(h.stop(graceful), &mut server_done).1,
+            None => Ok(()),
         }
     };
     let engine = async {
@@ -283,12 +286,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             r.finished().await;
         }
     };
-    tokio::join!(actix, engine);
-    let result = if handle.is_some() {
-        server_done.await
-    } else {
-        Ok(())
-    };
+    let (result, ()) = tokio::join!(actix, engine);
     rt.current.load().shutdown();
     crate::upstream::spawn::stop_all();
     if let Some(p) = &opts.pid_file {
