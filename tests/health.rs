@@ -20,6 +20,18 @@ fn signal(s: &Server, sig: &str) {
         .success());
 }
 
+/// Polls the readiness path (every 20 ms, at most 250 times) until it
+/// answers 503.
+fn wait_draining(s: &Server) {
+    for _ in 0..250 {
+        if s.get("/readyz").status == 503 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("readiness never turned 503: {}", s.stderr());
+}
+
 #[test]
 fn probes_answer_for_any_host_and_are_not_logged() {
     let s = Server::start(&config(""), |d| {
@@ -53,15 +65,7 @@ fn sigterm_turns_readiness_to_503_and_serving_goes_on_through_the_drain() {
     });
     assert_eq!(s.get("/readyz").status, 200);
     signal(&s, "-TERM");
-    let mut draining = false;
-    for _ in 0..250 {
-        if s.get("/readyz").status == 503 {
-            draining = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(draining, "readiness never turned 503: {}", s.stderr());
+    wait_draining(&s);
     assert_eq!(s.get("/readyz").text(), "draining\n");
     // still serving, and alive
     assert_eq!(s.get("/").text(), "home");
@@ -92,4 +96,55 @@ fn probe_paths_are_checked() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server.readiness-path"), "{err}");
+}
+
+/// Sends `GET path` on the kept-alive connection `s` and reads the answer
+/// (Content-Length framing): its head (lowercase) and body.
+fn get_on(s: &mut std::net::TcpStream, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut b = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "closed in the head: {buf:?}");
+        buf.push(b[0]);
+    }
+    let head = String::from_utf8(buf).unwrap().to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    (head, String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn during_the_drain_responses_close_kept_alive_connections() {
+    // keep-alive clients that reach the server directly (a Kubernetes
+    // Service) move to another node at their next request, instead of
+    // racing the close at the end of the drain
+    let mut s = Server::start(&config("drain-delay = 60"), |d| {
+        d.write("www/index.html", "home");
+    });
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (head, body) = get_on(&mut c, "/");
+    assert_eq!(body, "home");
+    assert!(!head.contains("connection: close"), "{head}");
+    signal(&s, "-TERM");
+    wait_draining(&s);
+    // the kept-alive connection is still served, and told to close
+    let (head, body) = get_on(&mut c, "/");
+    assert_eq!(body, "home");
+    assert!(head.contains("connection: close"), "{head}");
+    let mut rest = Vec::new();
+    use std::io::Read;
+    assert_eq!(c.read_to_end(&mut rest).unwrap(), 0, "the server closes it");
+    signal(&s, "-TERM");
+    assert_eq!(s.wait_exit(Duration::from_secs(20)).code(), Some(0));
 }

@@ -17,6 +17,7 @@ mod engine;
 mod error_pages;
 mod explain;
 mod fastcgi;
+mod fleet;
 mod fuzz_corpus;
 mod health;
 mod import;

@@ -272,9 +272,12 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     if graceful {
         stop_engine.start();
     }
+    // actix-server carries out the stop command inside its own future,
+    // which is therefore polled while `stop` waits for it
     let actix = async {
-        if let Some(h) = &handle {
-            h.stop(graceful).await;
+        match &handle {
+            Some(h) => tokio::join!(h.stop(graceful), &mut server_done).1,
+            None => Ok(()),
         }
     };
     let engine = async {
@@ -283,12 +286,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             r.finished().await;
         }
     };
-    tokio::join!(actix, engine);
-    let result = if handle.is_some() {
-        server_done.await
-    } else {
-        Ok(())
-    };
+    let (result, ()) = tokio::join!(actix, engine);
     rt.current.load().shutdown();
     crate::upstream::spawn::stop_all();
     if let Some(p) = &opts.pid_file {
@@ -597,11 +595,27 @@ enum HandleFuture {
 impl std::future::Future for HandleFuture {
     type Output = Result<ServiceResponse, actix_web::Error>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            HandleFuture::Ready(r) => Poll::Ready(Ok(r.take().expect("polled after completion"))),
-            HandleFuture::Offloaded(f) => f.as_mut().poll(cx).map(Ok),
-        }
+        let res = match self.get_mut() {
+            HandleFuture::Ready(r) => r.take().expect("polled after completion"),
+            HandleFuture::Offloaded(f) => std::task::ready!(f.as_mut().poll(cx)),
+        };
+        Poll::Ready(Ok(close_when_draining(res)))
     }
+}
+
+/// From SIGTERM on (the drain, then the graceful shutdown), every HTTP/1.x
+/// response but a 101 carries `Connection: close` and its connection
+/// closes after it (RFC 9112 §9.6), on both engines: a kept-alive client
+/// opens its next connection elsewhere (another node behind the load
+/// balancer or Service) instead of racing the close of an idle connection
+/// when the shutdown starts. HTTP/2 ignores the connection type.
+fn close_when_draining(mut res: ServiceResponse) -> ServiceResponse {
+    if crate::health::draining() && res.status() != StatusCode::SWITCHING_PROTOCOLS {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    res
 }
 
 /// Marks the connection as waiting for an offloaded handler while it lives
