@@ -36,6 +36,7 @@ fn resolve(c: &mut Criterion) {
                     path: black_box(p),
                     req: None,
                     document_root: &vhost.info.document_root,
+                    internal: false,
                 };
                 vhost.pipeline.resolve(&input).len()
             })

@@ -71,6 +71,7 @@ fn content(c: &mut Criterion) {
             path: "/img/logo.png",
             req: Some(&req),
             document_root: &vhost.info.document_root,
+            internal: false,
         };
         let active = vhost.pipeline.resolve(&input);
         let (_, module) = active
