@@ -265,6 +265,16 @@ fn a_cgi_script_that_breaks_off_never_looks_complete() {
     let s = Server::start(&config(""), scripts);
     let raw = s.raw(b"GET /short.cgi HTTP/1.1\r\nHost: site.test\r\n\r\n");
     let text = String::from_utf8_lossy(&raw);
+    // actix-http (the "actix" engine) may close before it sent the head;
+    // either way the response never looks complete
+    if raw.is_empty() {
+        assert_eq!(
+            std::env::var("TESSERA_SERVER__HTTP1_ENGINE").as_deref(),
+            Ok("actix"),
+            "Tessera's engine sends the head and the bytes it got"
+        );
+        return;
+    }
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("only this"), "{text}");
     // no chunked end, and no Content-Length the bytes would satisfy

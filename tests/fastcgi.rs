@@ -624,7 +624,15 @@ fn php_cgi_spawned_by_tessera_runs_restarts_reloads_and_stops() {
     assert_eq!(s.get("/who.php").status, 200);
     // shutdown stops them, with the children php-cgi forked
     let last = replaced[0];
-    let forked = children_of(last);
+    // php-cgi forks its children one after the other
+    let mut forked = children_of(last);
+    for _ in 0..250 {
+        if forked.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        forked = children_of(last);
+    }
     assert_eq!(forked.len(), 2, "PHP_FCGI_CHILDREN = 2");
     s.stop();
     for p in std::iter::once(last).chain(forked) {
