@@ -139,7 +139,9 @@ impl<P: Protocol> SocketApp<P> {
             out.expect(n);
         }
         match Head::parse(&head) {
-            Ok(head) => gateway::respond(cx, head, out, &self.sendfile).into_response(),
+            Ok(head) => {
+                gateway::respond(cx, head, gateway::streamed(out), &self.sendfile).into_response()
+            }
             Err(why) => {
                 tracing::error!(upstream = %self.upstream.name, "{}: {why}", P::NAME);
                 error_response(StatusCode::BAD_GATEWAY)

@@ -362,7 +362,7 @@ impl Cgi {
             }
         };
         let body = CgiBody { out, process: p };
-        gateway::respond(cx, head, body, &self.sendfile).into_response()
+        gateway::respond(cx, head, gateway::streamed(body), &self.sendfile).into_response()
     }
 }
 

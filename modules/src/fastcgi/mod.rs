@@ -181,7 +181,14 @@ impl FastCgi {
                 }
             };
             pick.succeeded();
-            return gateway::respond(cx, head, answer, &self.sendfile).into_response();
+            let mut answer = answer;
+            // a small answer often comes whole with its head: sent with its
+            // length, without chunked framing or a stream to poll
+            if let Some(whole) = answer.take_whole() {
+                return gateway::respond(cx, head, whole, &self.sendfile).into_response();
+            }
+            return gateway::respond(cx, head, gateway::streamed(answer), &self.sendfile)
+                .into_response();
         }
     }
 
@@ -319,6 +326,28 @@ impl Answer {
                 Some(Ok(b)) => self.pending.extend_from_slice(&b),
                 Some(Err(e)) => return Err(e.0),
                 None => return Err("the application ended before its header block"),
+            }
+        }
+    }
+
+    /// The whole body when the rest of the answer, up to END_REQUEST, is
+    /// already read; `None` (nothing lost: what was taken waits in
+    /// `pending`) when more is to come.
+    fn take_whole(&mut self) -> Option<Bytes> {
+        loop {
+            match protocol::next(&mut self.buf) {
+                Ok(Some(Record::Stdout(b))) => self.pending.extend_from_slice(&b),
+                Ok(Some(Record::Stderr(b))) => {
+                    for line in String::from_utf8_lossy(&b).lines() {
+                        tracing::warn!(upstream = %self.upstream, "fastcgi stderr: {line}");
+                    }
+                }
+                Ok(Some(Record::End)) => {
+                    self.end();
+                    return Some(self.pending.split().freeze());
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
             }
         }
     }

@@ -19,6 +19,7 @@ use std::pin::Pin;
 
 use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
+use tessera_core::actix_web::body::{BodyStream, MessageBody};
 use tessera_core::actix_web::http::header::{self, HeaderValue};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
@@ -417,11 +418,12 @@ pub enum Reply {
 ///   again, as lighttpd does;
 /// - with `x-sendfile` on, `X-Accel-Redirect` is an internal redirect too,
 ///   and `X-Sendfile` serves the file it names ([`XSendfile`]);
-/// - otherwise the status and fields of the head, with `body` streamed.
-pub fn respond<S, E>(cx: &mut Ctx<'_>, head: Head, body: S, sendfile: &XSendfile) -> Reply
+/// - otherwise the status and fields of the head, with `body`: a stream
+///   ([`streamed`]), or the whole answer when it came at once (then sent
+///   with its Content-Length).
+pub fn respond<B>(cx: &mut Ctx<'_>, head: Head, body: B, sendfile: &XSendfile) -> Reply
 where
-    S: Stream<Item = Result<Bytes, E>> + 'static,
-    E: Into<Box<dyn std::error::Error>> + 'static,
+    B: MessageBody + 'static,
 {
     let accel = head.accel_redirect.as_ref().filter(|_| sendfile.is_on());
     if let Some(path) = head.local_redirect.as_ref().or(accel) {
@@ -433,13 +435,23 @@ where
     if let Some(r) = sendfile.serve(cx, &head) {
         return Reply::Response(r);
     }
-    let mut r = HttpResponse::build(head.status).streaming(body);
+    let mut r = HttpResponse::build(head.status).body(body);
     // the back end's Content-Type, not the builder's default
     r.headers_mut().remove(header::CONTENT_TYPE);
     for (k, v) in head.fields {
         r.headers_mut().append(k, v);
     }
     Reply::Response(r)
+}
+
+/// A back end's body stream as a response body (chunked, or closed at its
+/// end for HTTP/1.0), for [`respond`].
+pub fn streamed<S, E>(body: S) -> BodyStream<S>
+where
+    S: Stream<Item = Result<Bytes, E>> + 'static,
+    E: Into<Box<dyn std::error::Error>> + 'static,
+{
+    BodyStream::new(body)
 }
 
 impl Reply {
