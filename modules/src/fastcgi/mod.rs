@@ -137,14 +137,14 @@ impl FastCgi {
             Err(r) => return r,
         };
         // BEGIN_REQUEST, PARAMS, and STDIN when the body is already here
-        let mut params = BytesMut::with_capacity(2048);
-        gateway::environment(cx, &script, input.length(), &self.params, &mut |k, v| {
-            protocol::pair(&mut params, k, v)
-        });
-        let mut out = BytesMut::with_capacity(params.len() + 64);
+        // the parameters are written once, into their records' place
+        let mut out = BytesMut::with_capacity(2048);
         protocol::begin(&mut out, self.keep_conn);
-        protocol::stream(&mut out, protocol::PARAMS, &params);
-        protocol::record(&mut out, protocol::PARAMS, &[]);
+        protocol::params(&mut out, |params| {
+            gateway::environment(cx, &script, input.length(), &self.params, &mut |k, v| {
+                protocol::pair(params, k, v)
+            });
+        });
         if let Input::Whole(b) = &input {
             protocol::stream(&mut out, protocol::STDIN, b);
         }

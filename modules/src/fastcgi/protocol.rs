@@ -49,6 +49,32 @@ pub(super) fn begin(out: &mut BytesMut, keep_conn: bool) {
     record(out, BEGIN_REQUEST, &body);
 }
 
+/// Appends the PARAMS stream that `write` produces (name-value pairs, with
+/// [`pair`]) and its empty closing record. The pairs are written in place
+/// behind a record header whose length is set afterwards; beyond
+/// [`MAX_CONTENT`] bytes they are split into several records.
+pub(super) fn params(out: &mut BytesMut, write: impl FnOnce(&mut BytesMut)) {
+    let start = out.len();
+    out.put_bytes(0, 8);
+    write(out);
+    let len = out.len() - start - 8;
+    if len <= MAX_CONTENT {
+        let pad = (8 - len % 8) % 8;
+        out[start] = 1;
+        out[start + 1] = PARAMS;
+        out[start + 2..start + 4].copy_from_slice(&ID.to_be_bytes());
+        out[start + 4..start + 6].copy_from_slice(&(len as u16).to_be_bytes());
+        out[start + 6] = pad as u8;
+        out.put_bytes(0, pad);
+    } else {
+        // rare: more than 64 KiB of parameters
+        let content = out.split_off(start + 8);
+        out.truncate(start);
+        stream(out, PARAMS, &content);
+    }
+    record(out, PARAMS, &[]);
+}
+
 /// Appends one name-value pair (§3.4).
 pub(super) fn pair(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     for len in [name.len(), value.len()] {
@@ -125,6 +151,27 @@ mod tests {
         pair(&mut out, b"A", &[b'x'; 200]);
         assert_eq!(&out[..5], &[1, 0x80, 0, 0, 200]);
         assert_eq!(out.len(), 5 + 1 + 200);
+    }
+
+    #[test]
+    fn params_are_framed_in_place() {
+        let mut out = BytesMut::new();
+        params(&mut out, |p| pair(p, b"A", b"bc"));
+        let mut expect = BytesMut::new();
+        let mut content = BytesMut::new();
+        pair(&mut content, b"A", b"bc");
+        record(&mut expect, PARAMS, &content);
+        record(&mut expect, PARAMS, &[]);
+        assert_eq!(out, expect);
+        // beyond one record's content
+        let mut out = BytesMut::new();
+        params(&mut out, |p| pair(p, b"BIG", &vec![b'x'; 70_000]));
+        let mut content = BytesMut::new();
+        pair(&mut content, b"BIG", &vec![b'x'; 70_000]);
+        let mut expect = BytesMut::new();
+        stream(&mut expect, PARAMS, &content);
+        record(&mut expect, PARAMS, &[]);
+        assert_eq!(out, expect);
     }
 
     #[test]

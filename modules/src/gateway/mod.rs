@@ -260,7 +260,8 @@ pub fn environment(
     put(b"SERVER_SOFTWARE", b"tessera");
     put(b"SERVER_NAME", host.as_bytes());
     put(b"SERVER_PORT", num.format(local.port()).as_bytes());
-    put(b"SERVER_ADDR", local.ip().to_string().as_bytes());
+    let mut ip = IpText::default();
+    put(b"SERVER_ADDR", ip.format(local.ip()));
     let protocol: &[u8] = match req.version() {
         tessera_core::actix_web::http::Version::HTTP_10 => b"HTTP/1.0",
         tessera_core::actix_web::http::Version::HTTP_2 => b"HTTP/2.0",
@@ -291,7 +292,7 @@ pub fn environment(
         );
     }
     if let Some(p) = req.peer_addr() {
-        put(b"REMOTE_ADDR", p.ip().to_string().as_bytes());
+        put(b"REMOTE_ADDR", ip.format(p.ip()));
         put(b"REMOTE_PORT", num.format(p.port()).as_bytes());
     }
     let secure = req.app_config().secure();
@@ -328,6 +329,45 @@ pub fn environment(
     }
     for (k, v) in extra {
         put(k.as_bytes(), v.as_bytes());
+    }
+}
+
+/// An IP address as text without an allocation (IPv4 by hand with
+/// `itoa`; IPv6 through `Display` into the same buffer).
+struct IpText {
+    buf: [u8; 45],
+}
+
+impl Default for IpText {
+    fn default() -> Self {
+        IpText { buf: [0; 45] }
+    }
+}
+
+impl IpText {
+    fn format(&mut self, ip: std::net::IpAddr) -> &[u8] {
+        use std::io::Write;
+        let mut n = 0;
+        match ip {
+            std::net::IpAddr::V4(a) => {
+                let mut num = itoa::Buffer::new();
+                for (i, o) in a.octets().iter().enumerate() {
+                    if i > 0 {
+                        self.buf[n] = b'.';
+                        n += 1;
+                    }
+                    let t = num.format(*o).as_bytes();
+                    self.buf[n..n + t.len()].copy_from_slice(t);
+                    n += t.len();
+                }
+            }
+            std::net::IpAddr::V6(a) => {
+                let mut w = &mut self.buf[..];
+                let _ = write!(w, "{a}");
+                n = 45 - w.len();
+            }
+        }
+        &self.buf[..n]
     }
 }
 
@@ -533,6 +573,22 @@ mod tests {
         assert!(m.resolve("/cgi-bin/none", &root).is_none());
         assert!(m.resolve("/cgi-bin/", &root).is_none());
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        let mut t = IpText::default();
+        for ip in [
+            "127.0.0.1",
+            "10.200.3.45",
+            "0.0.0.0",
+            "::1",
+            "2001:db8::ff00:42:8329",
+            "::ffff:1.2.3.4",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            assert_eq!(t.format(ip), ip.to_string().as_bytes());
+        }
     }
 
     #[test]
