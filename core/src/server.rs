@@ -347,6 +347,25 @@ struct StopSignals {
 }
 
 impl StopSignals {
+    /// The next stop signal, logged: `true` for SIGTERM (logged with
+    /// `on_term`), `false` for SIGINT or SIGQUIT.
+    async fn next(&mut self, on_term: &str) -> bool {
+        tokio::select! {
+            _ = self.term.recv() => {
+                tracing::info!("{on_term}");
+                true
+            }
+            _ = self.int.recv() => {
+                tracing::info!("SIGINT received; stopping");
+                false
+            }
+            _ = self.quit.recv() => {
+                tracing::info!("SIGQUIT received; stopping");
+                false
+            }
+        }
+    }
+
     fn new() -> std::io::Result<StopSignals> {
         use actix_rt::signal::unix::{signal, SignalKind};
         Ok(StopSignals {
@@ -362,27 +381,11 @@ impl StopSignals {
 /// the readiness endpoint answers 503 and the server keeps serving for
 /// `drain-delay` seconds first (ended early by another signal; SIGINT or
 /// SIGQUIT then stop at once).
-async fn stop_signals(rt: &Runtime, stops: StopSignals) -> std::io::Result<bool> {
-    let StopSignals {
-        mut term,
-        mut int,
-        mut quit,
-    } = stops;
-    let graceful = tokio::select! {
-        _ = term.recv() => {
-            tracing::info!("SIGTERM received; starting graceful shutdown");
-            true
-        }
-        _ = int.recv() => {
-            tracing::info!("SIGINT received; stopping");
-            false
-        }
-        _ = quit.recv() => {
-            tracing::info!("SIGQUIT received; stopping");
-            false
-        }
-    };
-    if !graceful {
+async fn stop_signals(rt: &Runtime, mut stops: StopSignals) -> std::io::Result<bool> {
+    if !stops
+        .next("SIGTERM received; starting graceful shutdown")
+        .await
+    {
         return Ok(false);
     }
     crate::health::start_draining();
@@ -393,18 +396,7 @@ async fn stop_signals(rt: &Runtime, stops: StopSignals) -> std::io::Result<bool>
     tracing::info!("draining for {delay} s (drain-delay) before the graceful shutdown");
     Ok(tokio::select! {
         () = actix_rt::time::sleep(Duration::from_secs(delay)) => true,
-        _ = term.recv() => {
-            tracing::info!("SIGTERM received again; graceful shutdown now");
-            true
-        }
-        _ = int.recv() => {
-            tracing::info!("SIGINT received; stopping");
-            false
-        }
-        _ = quit.recv() => {
-            tracing::info!("SIGQUIT received; stopping");
-            false
-        }
+        g = stops.next("SIGTERM received again; graceful shutdown now") => g,
     })
 }
 
