@@ -9,8 +9,10 @@
 #     environment overrides (the ENV of deploy/Containerfile).
 # Both linters come from PyPI (deploy/requirements.txt, pinned) into a venv
 # under target/, made again only when requirements.txt changes.
-# Usage: bash deploy/check.sh   (after `cargo build`; TESSERA_BIN overrides
-# the binary, default $CARGO_TARGET_DIR/debug/tessera).
+# Usage: bash deploy/check.sh   (after `cargo build` or `cargo build
+# --release`; CHECK_TESSERA_BIN names another binary, default
+# $CARGO_TARGET_DIR/debug/tessera, else .../release/tessera. Not TESSERA_*:
+# the server reads those as configuration overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
@@ -30,7 +32,14 @@ for k in 1.37.0 1.33.0; do
   "$venv/bin/kubernetes-validate" --strict --quiet -k "$k" deploy/kubernetes/*.yaml
 done
 
-bin=${TESSERA_BIN:-$target/debug/tessera}
+bin=${CHECK_TESSERA_BIN:-$target/debug/tessera}
+if [ -z "${CHECK_TESSERA_BIN:-}" ] && [ ! -x "$bin" ] && [ -x "$target/release/tessera" ]; then
+  bin=$target/release/tessera
+fi
+if [ ! -x "$bin" ]; then
+  echo "deploy: no tessera binary at $bin: run cargo build first" >&2
+  exit 1
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "deploy: tessera -t on the ConfigMap's server.toml"
