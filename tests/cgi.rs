@@ -408,6 +408,16 @@ fn an_internal_redirect_from_an_alias_starts_from_the_vhost_root() {
                 "#!/bin/sh\nprintf 'Location: %s\\n\\n' \"${QUERY_STRING:-/}\"\n",
             );
             script(d, "www/up.sh", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nESCAPED'\n");
+            script(
+                d,
+                "www/cg/toq.sh",
+                "#!/bin/sh\nprintf 'Location: /aliascg/q.sh?b=2\\n\\n'\n",
+            );
+            script(
+                d,
+                "www/cg/q.sh",
+                "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nquery %s' \"$QUERY_STRING\"\n",
+            );
             d.write("www/index.html", "home\n");
         },
     );
@@ -423,6 +433,9 @@ fn an_internal_redirect_from_an_alias_starts_from_the_vhost_root() {
         );
     }
     assert_eq!(s.get("/aliascg/loc.sh?/index.html").text(), "home\n");
+    // the target's query reaches the script it names (RFC 3875 §6.2.2)
+    let r = s.get("/aliascg/toq.sh?a=1");
+    assert_eq!(r.text(), "query b=2", "{}", s.stderr());
     let r = s.get("/aliascg/loc.sh?/aaaaaaa../up.sh");
     assert_ne!(r.text(), "ESCAPED");
     assert!(!s.stderr().contains("panicked"), "{}", s.stderr());

@@ -26,6 +26,8 @@ pub struct Ctx<'a> {
     rewritten: bool,
     /// An internal redirect turned the request into a GET.
     as_get: bool,
+    /// The query of an internal redirect's target (replacing the request's).
+    query: Option<Box<str>>,
     headers: Option<HeaderMap>,
     fallback: StatusCode,
     /// Notes for the access log (`%{name}n`, Apache's module notes).
@@ -109,6 +111,7 @@ impl<'a> Ctx<'a> {
             user: None,
             rewritten: false,
             as_get: false,
+            query: None,
             headers: None,
             fallback: StatusCode::NOT_FOUND,
             notes: Notes::default(),
@@ -266,7 +269,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// An internal redirect to `location`, a URL path as a back end sends it
-    /// (percent-encoded, an optional query is ignored): a CGI "local
+    /// (percent-encoded, with its query, which replaces the request's in
+    /// [`Ctx::query`]): a CGI "local
     /// redirect response" (RFC 3875 §6.2.2) or nginx's `X-Accel-Redirect`.
     /// The request continues as a GET (HEAD stays HEAD) for the new path:
     /// the core resolves the rules again, as for [`Ctx::set_path`], also
@@ -276,10 +280,11 @@ impl<'a> Ctx<'a> {
     /// [`crate::path::PathError`] when the path is malformed or climbs above
     /// the root.
     pub fn redirect_internally(&mut self, location: &str) -> Result<(), crate::path::PathError> {
-        let path = location.split_once('?').map_or(location, |(p, _)| p);
+        let (path, query) = location.split_once('?').unwrap_or((location, ""));
         let normal = crate::path::normalize(path)?.into_owned();
         self.replace_path(normal);
         self.as_get = true;
+        self.query = Some(query.into());
         Ok(())
     }
 
@@ -322,9 +327,12 @@ impl<'a> Ctx<'a> {
         std::mem::take(&mut self.rewritten)
     }
 
-    /// The query string as received (still percent-encoded), `""` when absent.
+    /// The query string (still percent-encoded), `""` when absent: as
+    /// received, or the one an internal redirect named.
     pub fn query(&self) -> &str {
-        self.req.query_string()
+        self.query
+            .as_deref()
+            .unwrap_or_else(|| self.req.query_string())
     }
 
     /// The host the request named (request-target authority, else the Host
@@ -474,6 +482,18 @@ mod tests {
         cx.redirect_internally("/aaaaaaa../up.sh").unwrap();
         assert_eq!(cx.path_in_root(), "/aaaaaaa../up.sh");
         assert_eq!(cx.root_prefix(), "");
+    }
+
+    #[test]
+    fn an_internal_redirect_brings_its_query() {
+        let req = actix_web::test::TestRequest::with_uri("/a.php?x=1").to_http_request();
+        let v = vhost();
+        let mut cx = Ctx::new(&req, &v, "/a.php".into());
+        assert_eq!(cx.query(), "x=1");
+        cx.redirect_internally("/b.php?y=2").unwrap();
+        assert_eq!((cx.path(), cx.query()), ("/b.php", "y=2"));
+        cx.redirect_internally("/c.html").unwrap();
+        assert_eq!(cx.query(), "", "the target's query, none here");
     }
 
     #[test]

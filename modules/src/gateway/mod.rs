@@ -276,7 +276,8 @@ pub fn environment(
             .map_or("/", |p| p.as_str())
             .as_bytes(),
     );
-    put(b"QUERY_STRING", req.query_string().as_bytes());
+    // an internal redirect's target may bring its own query
+    put(b"QUERY_STRING", cx.query().as_bytes());
     put(b"SCRIPT_NAME", script.name.as_bytes());
     put(
         b"SCRIPT_FILENAME",
