@@ -416,7 +416,7 @@ fn an_internal_redirect_from_an_alias_starts_from_the_vhost_root() {
             script(
                 d,
                 "www/cg/q.sh",
-                "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nquery %s' \"$QUERY_STRING\"\n",
+                "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nquery %s %s' \"$QUERY_STRING\" \"$REQUEST_METHOD\"\n",
             );
             d.write("www/index.html", "home\n");
         },
@@ -435,7 +435,10 @@ fn an_internal_redirect_from_an_alias_starts_from_the_vhost_root() {
     assert_eq!(s.get("/aliascg/loc.sh?/index.html").text(), "home\n");
     // the target's query reaches the script it names (RFC 3875 §6.2.2)
     let r = s.get("/aliascg/toq.sh?a=1");
-    assert_eq!(r.text(), "query b=2", "{}", s.stderr());
+    assert_eq!(r.text(), "query b=2 GET", "{}", s.stderr());
+    // a POST continues as a GET: its body went to the first script
+    let r = s.req("POST", "/aliascg/toq.sh?a=1", &["Content-Length: 0"]);
+    assert_eq!(r.text(), "query b=2 GET", "{}", s.stderr());
     let r = s.get("/aliascg/loc.sh?/aaaaaaa../up.sh");
     assert_ne!(r.text(), "ESCAPED");
     assert!(!s.stderr().contains("panicked"), "{}", s.stderr());

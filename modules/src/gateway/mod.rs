@@ -268,7 +268,8 @@ pub fn environment(
         _ => b"HTTP/1.1",
     };
     put(b"SERVER_PROTOCOL", protocol);
-    put(b"REQUEST_METHOD", req.method().as_str().as_bytes());
+    // GET after an internal redirect (the body went to the first script)
+    put(b"REQUEST_METHOD", cx.method().as_str().as_bytes());
     put(
         b"REQUEST_URI",
         req.uri()
