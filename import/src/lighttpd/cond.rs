@@ -17,6 +17,22 @@ pub(super) fn regex_ok(r: &str) -> Result<(), String> {
         .map_err(|e| e.to_string().replace('\n', " "))
 }
 
+/// Whether `r` compiles; when it does not, the condition is reported as
+/// dropped under `what` (its block never applies) and false comes back.
+fn regex_usable(r: &str, report: &mut Report, src: &crate::report::Src, what: &str) -> bool {
+    match regex_ok(r) {
+        Ok(()) => true,
+        Err(e) => {
+            report.dropped(
+                src,
+                what,
+                format!("invalid regular expression ({e}); the block never applies"),
+            );
+            false
+        }
+    }
+}
+
 /// The test lighttpd (1.4.65+, `configparser_simplify_regex`) makes of a
 /// `=~` regex: `^x$` is `==`, `^x` is `=^`, `x$` and `\.x$` are `=$`, only
 /// when the rest has none of `\^$.|?*+()[]{}` (so `^www\.a\.com$` stays a
@@ -191,14 +207,7 @@ impl Tr<'_> {
                                 }
                             }
                             None => {
-                                if let Err(e) = regex_ok(v) {
-                                    report.dropped(
-                                        &rc.src,
-                                        &what,
-                                        format!(
-                                        "invalid regular expression ({e}); the block never applies"
-                                    ),
-                                    );
+                                if !regex_usable(v, report, &rc.src, &what) {
                                     return Cond::False;
                                 }
                                 HostTest::Regex(v.to_owned())
@@ -234,14 +243,7 @@ impl Tr<'_> {
                         V::tab1("path-regex", V::s(format!("{}$", fancy_regex::escape(v))))
                     }
                     CondOp::Re | CondOp::NotRe => {
-                        if let Err(e) = regex_ok(v) {
-                            report.dropped(
-                                &rc.src,
-                                &what,
-                                format!(
-                                    "invalid regular expression ({e}); the block never applies"
-                                ),
-                            );
+                        if !regex_usable(v, report, &rc.src, &what) {
                             return Cond::False;
                         }
                         V::tab1("path-regex", V::s(v))
@@ -260,14 +262,7 @@ impl Tr<'_> {
                     CondOp::Prefix => format!("^{}", fancy_regex::escape(v)),
                     CondOp::Suffix => format!("{}$", fancy_regex::escape(v)),
                     _ => {
-                        if let Err(e) = regex_ok(v) {
-                            report.dropped(
-                                &rc.src,
-                                &what,
-                                format!(
-                                    "invalid regular expression ({e}); the block never applies"
-                                ),
-                            );
+                        if !regex_usable(v, report, &rc.src, &what) {
                             return Cond::False;
                         }
                         v.to_owned()
