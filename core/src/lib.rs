@@ -23,6 +23,7 @@
 //! ```
 
 pub mod body;
+pub mod buffers;
 pub mod config;
 pub mod conn;
 pub mod context;

@@ -106,7 +106,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                     }
                     return HandleFuture::Ready(Some(ServiceResponse::new(req, res)));
                 }
-                let (blocks, later) = vhost_needs(&cfg, &req);
+                let (blocks, later, vhost) = vhost_needs(&cfg, &req);
                 if blocks {
                     let cfg = arc_swap::Guard::into_inner(cfg);
                     let handling = clock.map(|c| Handling::new(c.clone()));
@@ -125,14 +125,14 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
                 if later {
                     let cfg = arc_swap::Guard::into_inner(cfg);
                     return HandleFuture::Offloaded(Box::pin(async move {
-                        let mut res = respond(&cfg, &req, Some(payload)).await;
+                        let mut res = respond(&cfg, &req, Some(payload), vhost).await;
                         if let Some(f) = flight {
                             res = f.track(res);
                         }
                         ServiceResponse::new(req, res)
                     }));
                 }
-                let mut res = handle(&cfg, &req);
+                let mut res = handle(&cfg, &req, vhost);
                 if let Some(f) = flight {
                     res = f.track(res);
                 }
@@ -630,19 +630,20 @@ impl Drop for Handling {
 /// Whether the vhost this request goes to has a module with blocking hooks
 /// ([`Hooks::BLOCKING`]) and one that answers later ([`Hooks::ASYNC`]). The
 /// vhost is selected here only when some vhost has either.
-fn vhost_needs(cfg: &Config, req: &HttpRequest) -> (bool, bool) {
+fn vhost_needs(cfg: &Config, req: &HttpRequest) -> (bool, bool, Option<usize>) {
     if !cfg.vhosts.any_may_block() && !cfg.vhosts.any_may_async() {
-        return (false, false);
+        return (false, false, None);
     }
-    let p = &cfg
-        .vhosts
-        .select_on(
-            request_host(req),
-            Some(req.app_config().local_addr()),
-            req.app_config().secure(),
-        )
-        .pipeline;
-    (p.may_block, p.may_async)
+    let v = cfg.vhosts.select_on(
+        request_host(req),
+        Some(req.app_config().local_addr()),
+        req.app_config().secure(),
+    );
+    (
+        v.pipeline.may_block,
+        v.pipeline.may_async,
+        Some(v.info.index),
+    )
 }
 
 /// Moves a value between a worker and the blocking pool.
@@ -695,8 +696,9 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
         let job = job;
         let req = job.0;
         // A panic must not unwind here with the request on this thread.
-        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req)))
-            .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR));
+        let res =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req, None)))
+                .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR));
         let out = AssertSend((req, res));
         let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
         if h.abandoned {
@@ -808,8 +810,8 @@ pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Opti
 /// future of [`respond`] is polled once in place (no allocation), which
 /// completes unless an asynchronous content handler answers, and those
 /// vhosts take [`respond`] as a future instead (see the app service).
-fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
-    let fut = std::pin::pin!(respond(cfg, req, None));
+fn handle(cfg: &Arc<Config>, req: &HttpRequest, vhost: Option<usize>) -> HttpResponse {
+    let fut = std::pin::pin!(respond(cfg, req, None, vhost));
     match std::future::Future::poll(fut, &mut Context::from_waker(std::task::Waker::noop())) {
         Poll::Ready(r) => r,
         Poll::Pending => {
@@ -822,13 +824,15 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest) -> HttpResponse {
 }
 
 /// Runs one request through the pipeline of its vhost. `payload` is the
-/// request body, for the content handlers that take it.
+/// request body, for the content handlers that take it; `vhost` the index of
+/// the vhost the host selects, when the caller has selected it already.
 async fn respond(
     cfg: &Arc<Config>,
     req: &HttpRequest,
     payload: Option<actix_web::dev::Payload>,
+    vhost: Option<usize>,
 ) -> HttpResponse {
-    respond_observed(cfg, req, payload, &mut crate::explain::Unobserved).await
+    respond_observed(cfg, req, payload, &mut crate::explain::Unobserved, vhost).await
 }
 
 /// [`respond`], reporting to `obs` what answered and why. With
@@ -841,18 +845,22 @@ pub(crate) async fn respond_observed<O: Observe>(
     req: &HttpRequest,
     payload: Option<actix_web::dev::Payload>,
     obs: &mut O,
+    selected: Option<usize>,
 ) -> HttpResponse {
     let began = Instant::now();
     let early = protocol_check(req, &cfg.server);
-    let vhost = cfg.vhosts.select_on(
-        if early.is_some() {
-            None
-        } else {
-            request_host(req)
-        },
-        Some(req.app_config().local_addr()),
-        req.app_config().secure(),
-    );
+    let vhost = match selected {
+        Some(i) if early.is_none() => &cfg.vhosts.all()[i],
+        _ => cfg.vhosts.select_on(
+            if early.is_some() {
+                None
+            } else {
+                request_host(req)
+            },
+            Some(req.app_config().local_addr()),
+            req.app_config().secure(),
+        ),
+    };
     let mut early = early;
     if early.is_none() && vhost.https_redirect && !req.app_config().secure() {
         early = Some(https_redirect(req, &cfg.server));

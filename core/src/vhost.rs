@@ -68,9 +68,9 @@ pub struct Vhost {
 /// All vhosts of a configuration and the lookup tables over their names.
 pub struct VhostTable {
     vhosts: Vec<Vhost>,
-    exact: HashMap<Box<str>, usize>,
+    exact: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
     /// Exact names of `names-see-port` vhosts, port included if any.
-    exact_port: HashMap<Box<str>, usize>,
+    exact_port: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
     /// (suffix including the leading dot, vhost index, sees the port),
     /// longest suffix first.
     wildcards: Vec<(Box<str>, usize, bool)>,
@@ -87,8 +87,8 @@ impl VhostTable {
     /// Builds the table. `default` is the index of the default vhost. Names must be
     /// lower-case and unique (checked by the configuration loader).
     pub fn new(vhosts: Vec<Vhost>, default: usize) -> Self {
-        let mut exact = HashMap::new();
-        let mut exact_port = HashMap::new();
+        let mut exact = HashMap::default();
+        let mut exact_port = HashMap::default();
         let mut wildcards = Vec::new();
         let mut regexes = Vec::new();
         for (i, v) in vhosts.iter().enumerate() {

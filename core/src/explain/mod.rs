@@ -275,7 +275,9 @@ pub fn explain(cfg: &Arc<Config>, req: &HttpRequest) -> Explanation {
     let (vhost, why) = cfg.vhosts.select_why(host, Some(listener), tls);
     let mut rec = Recorder::default();
     let res = {
-        let fut = std::pin::pin!(crate::server::respond_observed(cfg, req, None, &mut rec));
+        let fut = std::pin::pin!(crate::server::respond_observed(
+            cfg, req, None, &mut rec, None
+        ));
         match std::future::Future::poll(
             fut,
             &mut std::task::Context::from_waker(std::task::Waker::noop()),

@@ -54,7 +54,7 @@ pub struct Settings {
 }
 
 /// Size of the read buffer taken when a connection becomes readable.
-const READ_CHUNK: usize = 4096;
+const READ_CHUNK: usize = crate::buffers::SIZE;
 
 /// Bodies up to this size are copied behind the head and leave in one write
 /// (a streamed body: until the stream has nothing ready, see `send_body`).
@@ -105,9 +105,14 @@ pub async fn serve<S>(
     let mut buf = BytesMut::new();
     let mut first = true;
     let started = Instant::now();
+    // the request the next head is parsed into: actix-http's pooled head,
+    // whose header map keeps its capacity; taken when bytes arrive, so an
+    // idle connection holds none
+    let mut next: Option<Request> = None;
     loop {
         // 1. a head
-        let head = match read_head(&mut io, &mut buf, &st, first, started, &shutdown).await {
+        let read = read_head(&mut io, &mut buf, &mut next, &st, first, started, &shutdown);
+        let head = match read.await {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(End::Closed) => return,
@@ -137,14 +142,15 @@ pub async fn serve<S>(
         // an HTTP/1.0 client never gets a 1xx (RFC 9110 §10.1.1, §15.2)
         let head_expects =
             head.expect_continue && framing != Framing::None && head.version == Version::HTTP_11;
+        let mut req = next.take().unwrap_or_else(Request::new);
         // the body streams to the handler as it asks (super::body)
-        let (mut body, mut req) = match framing {
-            Framing::None | Framing::Length(0) => (None, Request::new()),
+        let mut body = match framing {
+            Framing::None | Framing::Length(0) => None,
             _ => {
                 let (inc, stream) = super::body::Incoming::new(framing);
                 let stream: actix_http::BoxedPayloadStream = Box::pin(stream);
-                let payload = actix_http::Payload::Stream { payload: stream };
-                (Some(inc), Request::with_payload(payload))
+                *req.payload() = actix_http::Payload::Stream { payload: stream };
+                Some(inc)
             }
         };
         {
@@ -152,7 +158,6 @@ pub async fn serve<S>(
             h.method = head.method;
             h.uri = head.uri;
             h.version = head.version;
-            h.headers = head.headers;
             h.peer_addr = peer;
             h.set_connection_type(if head.keep_alive {
                 ConnectionType::KeepAlive
@@ -246,6 +251,7 @@ type Parsed = Result<(head::Head, usize), HeadError>;
 async fn read_head(
     io: &mut TcpStream,
     buf: &mut BytesMut,
+    next: &mut Option<Request>,
     st: &Settings,
     first: bool,
     started: Instant,
@@ -255,7 +261,8 @@ async fn read_head(
     loop {
         if !buf.is_empty() {
             head_since.get_or_insert_with(Instant::now);
-            match head::parse(&mut buf[..], &st.limits) {
+            let fields = &mut next.get_or_insert_with(Request::new).head_mut().headers;
+            match head::parse(&mut buf[..], &st.limits, fields) {
                 Ok(Some(h)) => return Ok(Some(Ok(h))),
                 Ok(None) => {}
                 Err(e) => return Ok(Some(Err(e))),
@@ -718,51 +725,7 @@ mod zero_copy {
     }
 }
 
-/// Buffers of this worker thread: a connection takes one when bytes arrive
-/// or a response is written and gives it back when done, so an idle
-/// keep-alive connection holds none (h2o and lighttpd pool buffers the same
-/// way; actix-http keeps 8 KiB read and write buffers per connection).
-mod pool {
-    use std::cell::RefCell;
-
-    use bytes::BytesMut;
-
-    /// Capacity of a new buffer, bytes.
-    const SIZE: usize = super::READ_CHUNK;
-    /// Larger buffers (a head or a coalesced body that grew) are freed.
-    const MAX: usize = 64 * 1024;
-    /// Buffers kept per worker thread.
-    const KEEP: usize = 256;
-
-    thread_local! {
-        static FREE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
-    }
-
-    /// An empty buffer of at least [`SIZE`] bytes.
-    pub(super) fn take() -> BytesMut {
-        FREE.with(|f| f.borrow_mut().pop())
-            .unwrap_or_else(|| BytesMut::with_capacity(SIZE))
-    }
-
-    /// Returns a buffer for reuse.
-    pub(super) fn give(mut b: BytesMut) {
-        if b.capacity() == 0 {
-            return;
-        }
-        b.clear();
-        // the front a buffer advanced past is reclaimed here when possible
-        b.reserve(SIZE);
-        if b.capacity() > MAX {
-            return;
-        }
-        FREE.with(|f| {
-            let mut f = f.borrow_mut();
-            if f.len() < KEEP {
-                f.push(b);
-            }
-        });
-    }
-}
+use crate::buffers as pool;
 
 /// Decimal digits of `n` without allocating.
 fn itoa(n: u64) -> ItoaBuf {

@@ -3,6 +3,7 @@
 
 use actix_http::header::{HeaderMap, HeaderName, HeaderValue};
 use actix_http::{Method, Uri, Version};
+use bytes::Bytes;
 
 /// The most header fields any configuration may allow (`max-request-headers`
 /// is capped here).
@@ -43,7 +44,7 @@ pub enum Framing {
     Chunked,
 }
 
-/// A parsed request head.
+/// A parsed request head (its header fields go to the map [`parse`] fills).
 #[derive(Debug)]
 pub struct Head {
     /// Method (any token; `CONNECT` is refused, see [`HeadError::Connect`]).
@@ -53,8 +54,6 @@ pub struct Head {
     /// HTTP/1.0 or HTTP/1.1 (1.2 and later minor versions are served as 1.1,
     /// RFC 9112 §2.3).
     pub version: Version,
-    /// Header fields in order; repeated names keep every value.
-    pub headers: HeaderMap,
     /// The body's framing.
     pub framing: Framing,
     /// The connection may stay open after the response: HTTP/1.1 without
@@ -105,7 +104,12 @@ impl HeadError {
     }
 }
 
-/// Parses the head at the start of `buf`.
+/// Parses the head at the start of `buf`, its header fields into `headers`
+/// (cleared first; in order, repeated names keep every value). The target
+/// and the field values share one copy of the head's bytes: one allocation
+/// (two, with the `Bytes` sharing it) per request, none for the map when it
+/// is a pooled request head's (actix-http clears those and keeps their
+/// capacity).
 ///
 /// Returns `Ok(None)` when more bytes are needed, or `Ok(Some((head, n)))`
 /// with `n` the bytes of the head (the body or the next request follows).
@@ -116,21 +120,30 @@ impl HeadError {
 /// # Errors
 /// See [`HeadError`]; `HeadersTooLarge` also when `buf` holds `max_head` bytes
 /// and still no complete head.
-pub fn parse(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, HeadError> {
+pub fn parse(
+    buf: &mut [u8],
+    limits: &Limits,
+    headers: &mut HeaderMap,
+) -> Result<Option<(Head, usize)>, HeadError> {
     // RFC 9112 §2.2: at least one empty line before a request is ignored
     let skip = buf
         .iter()
         .position(|&b| b != b'\r' && b != b'\n')
         .unwrap_or(buf.len());
     let rest = &mut buf[skip..];
-    match parse_at(rest, limits)? {
+    headers.clear();
+    match parse_at(rest, limits, headers)? {
         Some((head, n)) => Ok(Some((head, skip + n))),
         None if buf.len() >= limits.max_head => Err(HeadError::HeadersTooLarge),
         None => Ok(None),
     }
 }
 
-fn parse_at(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, HeadError> {
+fn parse_at(
+    buf: &mut [u8],
+    limits: &Limits,
+    headers: &mut HeaderMap,
+) -> Result<Option<(Head, usize)>, HeadError> {
     // uninitialised slots: nothing is cleared per request (actix-http spends
     // about 6,000 instructions per request zeroing its header index arrays)
     let mut slots =
@@ -149,7 +162,7 @@ fn parse_at(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, He
             return match minor_version_at(buf) {
                 Some(pos) => {
                     buf[pos] = b'1';
-                    parse_at(buf, limits)
+                    parse_at(buf, limits, headers)
                 }
                 None => Err(version_error(buf)),
             };
@@ -183,15 +196,20 @@ fn parse_at(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, He
     if method == Method::CONNECT {
         return Err(HeadError::Connect);
     }
-    let uri: Uri = path
-        .parse()
+    // the target and the field values are slices of one copy of the head
+    let shared = Bytes::copy_from_slice(&buf[..n]);
+    let base = buf.as_ptr() as usize;
+    let slice = |part: &[u8]| {
+        let at = part.as_ptr() as usize - base;
+        shared.slice(at..at + part.len())
+    };
+    let uri = Uri::from_maybe_shared(slice(path.as_bytes()))
         .map_err(|_| HeadError::BadRequest("invalid target"))?;
     let version = if req.version == Some(0) {
         Version::HTTP_10
     } else {
         Version::HTTP_11
     };
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
     let mut has_te = false;
@@ -203,7 +221,7 @@ fn parse_at(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, He
         // or NUL; obs-fold is a parse error there
         let name = HeaderName::from_bytes(h.name.as_bytes())
             .map_err(|_| HeadError::BadRequest("invalid field name"))?;
-        let value = HeaderValue::from_bytes(h.value)
+        let value = HeaderValue::from_maybe_shared(slice(h.value))
             .map_err(|_| HeadError::BadRequest("invalid field value"))?;
         if name == actix_http::header::CONTENT_LENGTH {
             let v = parse_content_length(h.value)?;
@@ -264,7 +282,6 @@ fn parse_at(buf: &mut [u8], limits: &Limits) -> Result<Option<(Head, usize)>, He
             method,
             uri,
             version,
-            headers,
             framing,
             keep_alive,
             expect_continue,
@@ -340,7 +357,11 @@ mod tests {
     use super::*;
 
     fn p(raw: &str) -> Result<Option<(Head, usize)>, HeadError> {
-        parse(&mut raw.as_bytes().to_vec(), &Limits::default())
+        parse(
+            &mut raw.as_bytes().to_vec(),
+            &Limits::default(),
+            &mut HeaderMap::new(),
+        )
     }
 
     fn ok(raw: &str) -> Head {
@@ -353,12 +374,23 @@ mod tests {
 
     #[test]
     fn request_line_headers_and_keep_alive() {
-        let h = ok("GET /a?b=1 HTTP/1.1\r\nHost: x\r\nAccept: a\r\nAccept: b\r\n\r\n");
+        let raw = "GET /a?b=1 HTTP/1.1\r\nHost: x\r\nAccept: a\r\nAccept: b\r\n\r\n";
+        let mut fields = HeaderMap::new();
+        // a pooled map's old fields are cleared
+        fields.insert(actix_http::header::ETAG, HeaderValue::from_static("x"));
+        let (h, _) = parse(
+            &mut raw.as_bytes().to_vec(),
+            &Limits::default(),
+            &mut fields,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(h.method, Method::GET);
         assert_eq!(h.uri.path(), "/a");
         assert_eq!(h.uri.query(), Some("b=1"));
         assert_eq!(h.version, Version::HTTP_11);
-        assert_eq!(h.headers.get_all("accept").count(), 2);
+        assert_eq!(fields.get_all("accept").count(), 2);
+        assert_eq!(fields.len(), 3);
         assert_eq!(h.framing, Framing::None);
         assert!(h.keep_alive && !h.expect_continue);
         assert!(!ok("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n").keep_alive);
@@ -377,7 +409,9 @@ mod tests {
     fn consumed_bytes_leave_the_pipelined_request() {
         let raw = "\r\n\r\nGET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n";
         let mut buf = raw.as_bytes().to_vec();
-        let (h, n) = parse(&mut buf, &Limits::default()).unwrap().unwrap();
+        let (h, n) = parse(&mut buf, &Limits::default(), &mut HeaderMap::new())
+            .unwrap()
+            .unwrap();
         assert_eq!(h.uri.path(), "/1");
         assert_eq!(&raw[n..], "GET /2 HTTP/1.1\r\n\r\n");
         assert!(p("GET /1 HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
@@ -494,7 +528,7 @@ mod tests {
             max_head: 200,
             max_headers: 3,
         };
-        let run = |raw: &str| parse(&mut raw.as_bytes().to_vec(), &lim);
+        let run = |raw: &str| parse(&mut raw.as_bytes().to_vec(), &lim, &mut HeaderMap::new());
         let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20));
         assert_eq!(run(&long).unwrap_err(), HeadError::UriTooLong);
         // known before the line is complete

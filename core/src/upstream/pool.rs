@@ -66,7 +66,8 @@ pub struct Pool {
 
 thread_local! {
     /// Pools by (module instance, server index).
-    static POOLS: RefCell<HashMap<(usize, usize), Rc<Pool>>> = RefCell::new(HashMap::new());
+    static POOLS: RefCell<HashMap<(usize, usize), Rc<Pool>, foldhash::fast::RandomState>> =
+        RefCell::new(HashMap::default());
 }
 
 /// Why no connection could be leased.
@@ -88,12 +89,13 @@ pub enum LeaseError {
 pub fn pool(owner: &Arc<()>, upstream: &Arc<Upstream>, index: usize) -> Rc<Pool> {
     let key = (Arc::as_ptr(owner) as usize, index);
     POOLS.with(|p| {
-        let mut pools = p.borrow_mut();
-        if !pools.contains_key(&key) {
-            // a new instance (a reload): pools whose instance is gone close
-            // their idle connections
-            pools.retain(|_, pool| pool.owner.strong_count() > 0);
+        if let Some(found) = p.borrow().get(&key) {
+            return found.clone();
         }
+        let mut pools = p.borrow_mut();
+        // a new instance (a reload): pools whose instance is gone close
+        // their idle connections
+        pools.retain(|_, pool| pool.owner.strong_count() > 0);
         pools
             .entry(key)
             .or_insert_with(|| {

@@ -1,0 +1,49 @@
+//! The buffers of one worker thread: a connection takes one when bytes
+//! arrive or a response is written and gives it back when done, so an idle
+//! keep-alive connection holds none (h2o and lighttpd pool buffers the same
+//! way; actix-http keeps 8 KiB read and write buffers per connection). Back
+//! ends take theirs here too (`fastcgi`'s records and answers), so a request
+//! costs no allocation for them once the pool is warm.
+
+use std::cell::RefCell;
+
+use bytes::BytesMut;
+
+/// Capacity of a new buffer, bytes (4 KiB).
+pub const SIZE: usize = 4096;
+/// Larger buffers (a head or a coalesced body that grew past 64 KiB) are
+/// freed rather than kept.
+const MAX: usize = 64 * 1024;
+/// Buffers kept per worker thread.
+const KEEP: usize = 256;
+
+thread_local! {
+    static FREE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer of at least [`SIZE`] bytes, from this thread's pool or new.
+pub fn take() -> BytesMut {
+    FREE.with(|f| f.borrow_mut().pop())
+        .unwrap_or_else(|| BytesMut::with_capacity(SIZE))
+}
+
+/// Returns a buffer for reuse: emptied, its whole capacity reclaimed when no
+/// `Bytes` split from it is alive (else a new one takes its place), kept
+/// when at most 64 KiB and the pool holds fewer than 256.
+pub fn give(mut b: BytesMut) {
+    if b.capacity() == 0 {
+        return;
+    }
+    b.clear();
+    // the front a buffer advanced past is reclaimed here when possible
+    b.reserve(SIZE);
+    if b.capacity() > MAX {
+        return;
+    }
+    FREE.with(|f| {
+        let mut f = f.borrow_mut();
+        if f.len() < KEEP {
+            f.push(b);
+        }
+    });
+}
