@@ -260,7 +260,8 @@ pub(crate) async fn exchange(
     // the client's side failing is not the server's fault
     let mut client_failed = None;
     let sent = async {
-        io.write_all(&request).await?;
+        let now = io.write_now(&request)?;
+        io.write_all(&request[now..]).await?;
         if let Input::Whole(b) = &input {
             io.write_all(b).await?;
         }

@@ -456,15 +456,38 @@ impl Connection {
                 let _ = s.set_nodelay(true);
                 Connection::Tcp(s)
             }
-            (Address::Unix(p), None) => {
-                Connection::Unix(actix_rt::net::UnixStream::connect(p).await?)
-            }
+            (Address::Unix(p), None) => Connection::Unix(connect_unix(p).await?),
             (Address::Tcp(a), None) => {
                 let s = actix_rt::net::TcpStream::connect(a.as_str()).await?;
                 let _ = s.set_nodelay(true);
                 Connection::Tcp(s)
             }
         })
+    }
+
+    /// Writes what the socket takes at once, without waiting, and returns
+    /// how many bytes that was (the rest is for `AsyncWrite`). A new
+    /// connection's first bytes leave at once so: tokio would first wait for
+    /// the socket's first writable event, a round of the event loop in which
+    /// the application has already woken to an empty socket (php-fpm's
+    /// workers then sleep and wake a second time). Errors: the send's, except
+    /// would-block.
+    pub fn write_now(&self, buf: &[u8]) -> std::io::Result<usize> {
+        let sock = match self {
+            Connection::Tcp(s) => socket2::SockRef::from(s),
+            Connection::Unix(s) => socket2::SockRef::from(s),
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            match sock.send(&buf[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
     }
 
     /// Whether the server closed it, or sent bytes unasked, while it was
@@ -476,6 +499,30 @@ impl Connection {
             Connection::Unix(s) => socket2::SockRef::from(s).peek(&mut probe),
         };
         !matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+/// Connects to the Unix socket `path`. On Linux a non-blocking `connect`
+/// completes at once (or fails: `EAGAIN` when the listen backlog is full,
+/// which nginx reports as a 502 too), so the connection is used at once,
+/// without the writable event and `SO_ERROR` check tokio's connect waits for;
+/// elsewhere tokio's connect.
+async fn connect_unix(path: &std::path::Path) -> std::io::Result<actix_rt::net::UnixStream> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+        let fd = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )?;
+        rustix::net::connect(&fd, &SocketAddrUnix::new(path)?)?;
+        actix_rt::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        actix_rt::net::UnixStream::connect(path).await
     }
 }
 

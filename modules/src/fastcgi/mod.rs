@@ -138,7 +138,7 @@ impl FastCgi {
         };
         // BEGIN_REQUEST, PARAMS, and STDIN when the body is already here
         // the parameters are written once, into their records' place
-        let mut out = BytesMut::with_capacity(2048);
+        let mut out = tessera_core::buffers::take();
         protocol::begin(&mut out, self.keep_conn);
         protocol::params(&mut out, |params| {
             gateway::environment(cx, &script, input.length(), &self.params, &mut |k, v| {
@@ -161,6 +161,9 @@ impl FastCgi {
             let server = &self.upstream.servers[pick.index].address;
             let pool = pool(&self.alive, &self.upstream, pick.index);
             let attempt = self.attempt(&pool, &out, &mut input).await;
+            if !matches!(attempt, Err(Failed::Stale)) {
+                tessera_core::buffers::give(std::mem::take(&mut out));
+            }
             let (head, answer) = match attempt {
                 Ok(a) => a,
                 Err(Failed::Stale) if !matches!(input, Input::Stream(..)) => {
@@ -234,12 +237,12 @@ impl FastCgi {
         }
         let mut answer = Answer {
             lease: Some(lease),
-            buf: BytesMut::with_capacity(8192),
+            buf: tessera_core::buffers::take(),
             pending: BytesMut::new(),
             read: limits.read,
             sleep: None,
             done: false,
-            upstream: self.upstream.name.clone(),
+            upstream: Arc::clone(&self.upstream),
             got_any: false,
             keep: self.keep_conn,
         };
@@ -268,7 +271,8 @@ enum SendError {
 
 /// Writes the records, then a streamed body as STDIN records and its end.
 async fn send(io: &mut Io, out: &[u8], input: &mut Input) -> Result<(), SendError> {
-    io.write_all(out).await.map_err(SendError::Io)?;
+    let now = io.write_now(out).map_err(SendError::Io)?;
+    io.write_all(&out[now..]).await.map_err(SendError::Io)?;
     let Input::Stream(body, _) = input else {
         return Ok(());
     };
@@ -298,7 +302,8 @@ struct Answer {
     read: Duration,
     sleep: Option<Pin<Box<actix_rt::time::Sleep>>>,
     done: bool,
-    upstream: String,
+    /// For the error log's `upstream` name.
+    upstream: Arc<Upstream>,
     /// Any byte came from the application.
     got_any: bool,
     /// The request asked the application to keep the connection.
@@ -339,7 +344,7 @@ impl Answer {
                 Ok(Some(Record::Stdout(b))) => self.pending.extend_from_slice(&b),
                 Ok(Some(Record::Stderr(b))) => {
                     for line in String::from_utf8_lossy(&b).lines() {
-                        tracing::warn!(upstream = %self.upstream, "fastcgi stderr: {line}");
+                        tracing::warn!(upstream = %self.upstream.name, "fastcgi stderr: {line}");
                     }
                 }
                 Ok(Some(Record::End)) => {
@@ -376,7 +381,7 @@ impl Answer {
                 }
                 Ok(Some(Record::Stderr(b))) => {
                     for line in String::from_utf8_lossy(&b).lines() {
-                        tracing::warn!(upstream = %self.upstream, "fastcgi stderr: {line}");
+                        tracing::warn!(upstream = %self.upstream.name, "fastcgi stderr: {line}");
                     }
                     continue;
                 }
@@ -424,6 +429,12 @@ impl Answer {
                 }
             }
         }
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        tessera_core::buffers::give(std::mem::take(&mut self.buf));
     }
 }
 

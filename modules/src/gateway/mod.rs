@@ -144,7 +144,7 @@ impl ScriptMap {
     /// `prefix` (`SCRIPT_NAME` starts with it).
     fn resolve_at(&self, path: &str, root: &Path, prefix: &str) -> Option<Script> {
         let at = |name: &str, info: &str| Script {
-            name: format!("{prefix}{name}"),
+            name: [prefix, name].concat(),
             path_info: info.to_string(),
             filename: root.join(name.trim_start_matches('/')),
         };
@@ -158,10 +158,10 @@ impl ScriptMap {
             return Some(at(mount, info));
         }
         if path.ends_with('/') {
-            let found = self.index_files.iter().find(|i| {
-                std::fs::metadata(root.join(format!("{}{i}", &path[1..])))
-                    .is_ok_and(|m| m.is_file())
-            })?;
+            let found = self
+                .index_files
+                .iter()
+                .find(|i| is_file(&root.join(format!("{}{i}", &path[1..]))))?;
             return self
                 .is_script(found)
                 .then(|| at(&format!("{path}{found}"), ""));
@@ -192,11 +192,10 @@ impl ScriptMap {
     }
 
     /// lighttpd's `check-local`: with it on (and no `script-name`), a script
-    /// that is not a regular file is 404 without calling the back end.
+    /// that is not a regular file is 404 without calling the back end. The
+    /// answer is remembered for a second per worker ([`is_file`]).
     pub fn missing(&self, script: &Script) -> bool {
-        self.check_local
-            && self.script_name.is_none()
-            && !std::fs::metadata(&script.filename).is_ok_and(|m| m.is_file())
+        self.check_local && self.script_name.is_none() && !is_file(&script.filename)
     }
 
     /// For `tessera explain` (a back end's [`tessera_core::Module::explain`]):
@@ -219,6 +218,56 @@ impl ScriptMap {
             to()
         ))
     }
+}
+
+/// How long [`is_file`] trusts an answer, milliseconds: lighttpd's stat
+/// cache and nginx's `open_file_cache_valid` (as the benchmarks configure it)
+/// check a file again after a second too.
+const FILE_CHECK_VALID_MS: u64 = 1000;
+/// Paths [`is_file`] remembers per worker; the memory is emptied when full.
+const FILE_CHECK_KEEP: usize = 4096;
+
+thread_local! {
+    /// [`is_file`]'s answers: path -> (checked at, per `now_ms`; a file).
+    static FILE_CHECKS: std::cell::RefCell<
+        HashMap<PathBuf, (u64, bool), foldhash::fast::RandomState>,
+    > = std::cell::RefCell::new(HashMap::default());
+}
+
+/// Whether `path` is a regular file (following symbolic links), from one
+/// `stat` at most once a second per path and worker: a script created or
+/// removed is seen within [`FILE_CHECK_VALID_MS`]. A script that was removed
+/// meanwhile reaches the back end, which answers 404 itself (php-fpm's "File
+/// not found.").
+pub fn is_file(path: &Path) -> bool {
+    let now = now_ms();
+    let known = FILE_CHECKS.with(|c| {
+        c.borrow()
+            .get(path)
+            .filter(|(at, _)| now.saturating_sub(*at) < FILE_CHECK_VALID_MS)
+            .map(|(_, file)| *file)
+    });
+    if let Some(file) = known {
+        return file;
+    }
+    let file = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    FILE_CHECKS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= FILE_CHECK_KEEP && !c.contains_key(path) {
+            c.clear();
+        }
+        c.insert(path.to_path_buf(), (now, file));
+    });
+    file
+}
+
+/// Milliseconds since the first call (a monotonic clock).
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
 }
 
 /// Extra variables from the configuration (nginx `fastcgi_param`), sorted
@@ -575,6 +624,22 @@ mod tests {
         assert!(m.resolve("/cgi-bin/none", &root).is_none());
         assert!(m.resolve("/cgi-bin/", &root).is_none());
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_file_check_is_remembered_for_a_second() {
+        let dir = std::env::temp_dir().join(format!("gw-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("late.php");
+        let began = std::time::Instant::now();
+        assert!(!is_file(&f));
+        std::fs::write(&f, "<?php\n").unwrap();
+        let cached = is_file(&f);
+        // within the second the first answer stands (one stat per second)
+        if began.elapsed().as_millis() < u128::from(FILE_CHECK_VALID_MS) / 2 {
+            assert!(!cached, "the answer was not remembered");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

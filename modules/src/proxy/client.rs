@@ -238,6 +238,11 @@ async fn send_request(
 
 /// Writes `bytes` whole; a write that stalls longer than `limit` fails.
 async fn write(conn: &mut Conn, bytes: &[u8], limit: Duration) -> Result<(), Failure> {
+    let now = conn.write_now(bytes).map_err(Failure::Send)?;
+    let bytes = &bytes[now..];
+    if bytes.is_empty() {
+        return Ok(());
+    }
     match tokio::time::timeout(limit, conn.write_all(bytes)).await {
         Ok(r) => r.map_err(Failure::Send),
         Err(_) => Err(Failure::Send(std::io::ErrorKind::TimedOut.into())),
