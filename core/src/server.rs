@@ -889,12 +889,15 @@ pub(crate) async fn respond_observed<O: Observe>(
     };
     let pipeline = &vhost.pipeline;
     let mut cx = Ctx::new(req, &vhost.info, path);
-    let over = Rc::new(std::cell::Cell::new(false));
+    // set when a body over max-body-size was cut off (only with a body)
+    let mut over = None;
     if let Some(p) = payload.filter(|p| !matches!(p, actix_web::dev::Payload::None)) {
+        let flag = Rc::new(std::cell::Cell::new(false));
+        over = Some(flag.clone());
         cx.set_body(crate::request_body::RequestBody::new(
             p,
             cfg.server.max_body_size,
-            over.clone(),
+            flag,
         ));
     }
     let resolve = |cx: &Ctx<'_>| {
@@ -945,7 +948,7 @@ pub(crate) async fn respond_observed<O: Observe>(
         return res;
     }
     // a body over max-body-size was cut off unread: 413, then close
-    if over.get() {
+    if over.is_some_and(|o| o.get()) {
         res.head_mut()
             .set_connection_type(actix_web::http::ConnectionType::Close);
     }

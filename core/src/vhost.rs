@@ -190,6 +190,15 @@ impl VhostTable {
         if name.is_empty() || name.len() > MAX_HOST {
             return default;
         }
+        // the common case first: a lower-case host that names a vhost, looked
+        // up as sent, without the copy below
+        if !name.bytes().any(|b| b.is_ascii_uppercase()) {
+            if let Some((n, &i)) = self.exact.get_key_value(name) {
+                if self.listens_on(i, listener) {
+                    return (&self.vhosts[i], Selected::Exact(n));
+                }
+            }
+        }
         // The lower-cased host, then its `:port` as a number without the
         // scheme's default port (for names-see-port; lighttpd's
         // http_request_host_normalize): `A.test:080` is `a.test`.
@@ -282,8 +291,9 @@ pub fn strip_port(host: &str) -> &str {
             None => host,
         };
     }
-    match host.rfind(':') {
-        Some(i) if host[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &host[..i],
+    // bytes, not `rfind`: a host is short, and this runs per request
+    match host.bytes().rposition(|b| b == b':') {
+        Some(i) if host.as_bytes()[i + 1..].iter().all(u8::is_ascii_digit) => &host[..i],
         _ => host,
     }
 }
@@ -297,7 +307,7 @@ pub fn valid_host(host: &str) -> bool {
         return false;
     }
     let (name, port) = if b[0] == b'[' {
-        match host.find(']') {
+        match b.iter().position(|&c| c == b']') {
             Some(i) => {
                 let inner = &host[1..i];
                 if inner.is_empty()
@@ -312,7 +322,7 @@ pub fn valid_host(host: &str) -> bool {
             None => return false,
         }
     } else {
-        match host.find(':') {
+        match b.iter().position(|&c| c == b':') {
             Some(i) => (&host[..i], &host[i..]),
             None => (host, ""),
         }

@@ -228,9 +228,10 @@ const FILE_CHECK_VALID_MS: u64 = 1000;
 const FILE_CHECK_KEEP: usize = 4096;
 
 thread_local! {
-    /// [`is_file`]'s answers: path -> (checked at, per `now_ms`; a file).
+    /// [`is_file`]'s answers: path (its bytes: `Path` hashes component by
+    /// component) -> (checked at, per `now_ms`; a file).
     static FILE_CHECKS: std::cell::RefCell<
-        HashMap<PathBuf, (u64, bool), foldhash::fast::RandomState>,
+        HashMap<Box<[u8]>, (u64, bool), foldhash::fast::RandomState>,
     > = std::cell::RefCell::new(HashMap::default());
 }
 
@@ -241,9 +242,10 @@ thread_local! {
 /// not found.").
 pub fn is_file(path: &Path) -> bool {
     let now = now_ms();
+    let key = path.as_os_str().as_encoded_bytes();
     let known = FILE_CHECKS.with(|c| {
         c.borrow()
-            .get(path)
+            .get(key)
             .filter(|(at, _)| now.saturating_sub(*at) < FILE_CHECK_VALID_MS)
             .map(|(_, file)| *file)
     });
@@ -253,10 +255,10 @@ pub fn is_file(path: &Path) -> bool {
     let file = std::fs::metadata(path).is_ok_and(|m| m.is_file());
     FILE_CHECKS.with(|c| {
         let mut c = c.borrow_mut();
-        if c.len() >= FILE_CHECK_KEEP && !c.contains_key(path) {
+        if c.len() >= FILE_CHECK_KEEP && !c.contains_key(key) {
             c.clear();
         }
-        c.insert(path.to_path_buf(), (now, file));
+        c.insert(key.into(), (now, file));
     });
     file
 }
