@@ -284,8 +284,20 @@ async fn read_head(
                     if buf.capacity() == 0 {
                         *buf = pool::take();
                     }
+                    let room = buf.capacity() - buf.len();
                     match io.try_read_buf(buf) {
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Ok(n) if n > 0 && n < room => {
+                            // a short read drained the socket: forget its
+                            // readable event, as tokio's poll_read does, or
+                            // the next wait returns at once into a read
+                            // that fails with EAGAIN (one syscall per
+                            // request on a keep-alive connection)
+                            let _ = io.try_io(tokio::io::Interest::READABLE, || {
+                                Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+                            });
+                            Ok(Ok(n))
+                        }
                         r => Ok(r),
                     }
                 }

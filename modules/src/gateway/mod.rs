@@ -387,7 +387,7 @@ pub fn environment(
 
 /// An IP address as text without an allocation (IPv4 by hand with
 /// `itoa`; IPv6 through `Display` into the same buffer).
-struct IpText {
+pub(crate) struct IpText {
     buf: [u8; 45],
 }
 
@@ -398,7 +398,8 @@ impl Default for IpText {
 }
 
 impl IpText {
-    fn format(&mut self, ip: std::net::IpAddr) -> &[u8] {
+    /// `ip` as `Display` writes it (`192.0.2.1`, `2001:db8::1`).
+    pub(crate) fn format(&mut self, ip: std::net::IpAddr) -> &[u8] {
         use std::io::Write;
         let mut n = 0;
         match ip {

@@ -402,7 +402,7 @@ fn respond(res: client::Response) -> HttpResponse {
     };
     // the upstream's Content-Type (or none), not the builder's default
     r.headers_mut().remove(header::CONTENT_TYPE);
-    forward::response_headers(res.headers, r.headers_mut());
+    forward::response_headers(&res.headers, r.headers_mut());
     r
 }
 
