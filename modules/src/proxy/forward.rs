@@ -91,20 +91,9 @@ fn listed(named: &[&[u8]], name: &HeaderName) -> bool {
         .any(|t| t.eq_ignore_ascii_case(name.as_str().as_bytes()))
 }
 
-/// Copies `from` minus hop-by-hop fields and those `Connection` names.
-fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, extra_drop: &[HeaderName]) {
-    let named = connection_names(from);
-    for (k, v) in from.iter() {
-        if HOP_BY_HOP.contains(k) || listed(&named, k) || extra_drop.contains(k) {
-            continue;
-        }
-        to.append(k.clone(), v.clone());
-    }
-}
-
-/// The header fields of the request to the upstream. `upstream_host` is the
-/// server's `host:port` for [`HostMode::Upstream`] (replaced per server by
-/// the caller).
+/// The header fields of the request to the upstream, as a map (for the
+/// `Upgrade` path; [`write_request_fields`] says which). Field values
+/// share the client's bytes where they are the client's.
 pub(super) fn request_headers(
     from: &HeaderMap,
     req: &HttpRequest,
@@ -112,21 +101,75 @@ pub(super) fn request_headers(
     fwd: ForwardedMode,
     upstream_host: &str,
 ) -> HeaderMap {
+    let mut lines = Vec::with_capacity(512);
+    write_request_fields(&mut lines, from, req, host, fwd, upstream_host);
     let mut out = HeaderMap::with_capacity(from.len() + 4);
+    for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(&line[..colon]),
+            HeaderValue::from_bytes(line[colon + 1..].trim_ascii()),
+        ) else {
+            continue;
+        };
+        out.append(k, v);
+    }
+    out
+}
+
+/// Writes the header fields of the request to the upstream into `out`, as
+/// `name: value` lines (each with its CRLF), straight from the client's
+/// map (no map is built per request):
+///
+/// - the client's fields minus hop-by-hop ones (RFC 9110 §7.6.1), those its
+///   `Connection` names, `Expect`, `Proxy-Authorization`, and its own
+///   forwarding fields;
+/// - `Host` per `host` (`upstream_host`: the server's `host:port` for
+///   [`HostMode::Upstream`], and for a request without Host);
+/// - per `fwd`, `X-Forwarded-For` (the chain the client sent is kept only
+///   when the core took the client address from it, i.e. a trusted proxy
+///   sent it), `X-Forwarded-Proto`, `X-Forwarded-Host`, or `Forwarded`
+///   (RFC 7239).
+///
+/// A configured or received value that is not a valid field value (a
+/// control character) is left out.
+pub(super) fn write_request_fields(
+    out: &mut Vec<u8>,
+    from: &HeaderMap,
+    req: &HttpRequest,
+    host: &HostMode,
+    fwd: ForwardedMode,
+    upstream_host: &str,
+) {
+    let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+        if value
+            .iter()
+            .all(|&c| c == b'\t' || (c >= 0x20 && c != 0x7f))
+        {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    };
     let xff = HeaderName::from_static("x-forwarded-for");
-    let xfp = HeaderName::from_static("x-forwarded-proto");
-    let xfh = HeaderName::from_static("x-forwarded-host");
     let fw = HeaderName::from_static("forwarded");
-    let drop = [
-        header::HOST,
-        header::EXPECT,
-        header::PROXY_AUTHORIZATION,
-        xff.clone(),
-        xfp.clone(),
-        xfh.clone(),
-        fw.clone(),
-    ];
-    copy_end_to_end(from, &mut out, &drop);
+    let named = connection_names(from);
+    for (k, v) in from.iter() {
+        let own = matches!(
+            *k,
+            header::HOST | header::EXPECT | header::PROXY_AUTHORIZATION | header::FORWARDED
+        ) || k == "x-forwarded-for"
+            || k == "x-forwarded-proto"
+            || k == "x-forwarded-host";
+        if own || HOP_BY_HOP.contains(k) || listed(&named, k) {
+            continue;
+        }
+        line(out, k.as_str().as_bytes(), v.as_bytes());
+    }
     let client_host = tessera_core::context::request_host(req).unwrap_or("");
     let host_value = match host {
         HostMode::Client => client_host,
@@ -139,14 +182,10 @@ pub(super) fn request_headers(
     } else {
         host_value
     };
-    if let Ok(v) = HeaderValue::from_str(host_value) {
-        out.insert(header::HOST, v);
-    }
+    line(out, b"host", host_value.as_bytes());
     let secure = req.app_config().secure();
     let proto = if secure { "https" } else { "http" };
     let client = req.peer_addr().map(|a| a.ip());
-    // the chain the client sent is kept only when the core took the client
-    // address from it (a trusted proxy sent it): otherwise it may be forged
     let via = req
         .extensions()
         .get::<tessera_core::realip::ViaProxy>()
@@ -156,84 +195,78 @@ pub(super) fn request_headers(
     let trusted = |h| via.filter(|v| v.1 == h);
     let mut ip_text = crate::gateway::IpText::default();
     if matches!(fwd, ForwardedMode::XForwarded | ForwardedMode::Both) {
-        let mut chain = String::new();
-        let via_xff = trusted(tessera_core::realip::RealIpHeader::XForwardedFor);
-        if let (None, Some(ip)) = (via_xff, client) {
-            // the usual case: the client's address alone, without a String
-            if let Ok(v) = HeaderValue::from_bytes(ip_text.format(ip)) {
-                out.insert(xff.clone(), v);
-            }
-        } else if let Some(via) = via_xff {
-            for v in from.get_all(&xff) {
-                if let Ok(v) = v.to_str() {
+        match (
+            trusted(tessera_core::realip::RealIpHeader::XForwardedFor),
+            client,
+        ) {
+            (Some(via), _) => {
+                let mut chain = Vec::with_capacity(64);
+                for v in from.get_all(&xff) {
                     if !chain.is_empty() {
-                        chain.push_str(", ");
+                        chain.extend_from_slice(b", ");
                     }
-                    chain.push_str(v);
+                    chain.extend_from_slice(v.as_bytes());
                 }
+                if !chain.is_empty() {
+                    chain.extend_from_slice(b", ");
+                }
+                chain.extend_from_slice(ip_text.format(via.0));
+                line(out, b"x-forwarded-for", &chain);
             }
-            if !chain.is_empty() {
-                chain.push_str(", ");
-            }
-            chain.push_str(&via.0.to_string());
+            (None, Some(ip)) => line(out, b"x-forwarded-for", ip_text.format(ip)),
+            (None, None) => {}
         }
-        if !chain.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&chain) {
-                out.insert(xff, v);
-            }
-        }
-        out.insert(xfp, HeaderValue::from_static(proto));
-        if let Ok(v) = HeaderValue::from_str(client_host) {
-            if !client_host.is_empty() {
-                out.insert(xfh, v);
-            }
+        line(out, b"x-forwarded-proto", proto.as_bytes());
+        if !client_host.is_empty() {
+            line(out, b"x-forwarded-host", client_host.as_bytes());
         }
     }
     if matches!(fwd, ForwardedMode::Forwarded | ForwardedMode::Both) {
-        let mut value = String::new();
+        let mut value = Vec::with_capacity(128);
         let kept = trusted(tessera_core::realip::RealIpHeader::Forwarded);
         if kept.is_some() {
             for v in from.get_all(&fw) {
-                if let Ok(v) = v.to_str() {
-                    value.push_str(v);
-                    value.push_str(", ");
-                }
+                value.extend_from_slice(v.as_bytes());
+                value.extend_from_slice(b", ");
             }
         }
-        let node = match kept.map(|v| v.0).or(client) {
-            Some(std::net::IpAddr::V6(a)) => format!("\"[{a}]\""),
-            Some(a) => a.to_string(),
-            None => "unknown".into(),
-        };
-        value.push_str("for=");
-        value.push_str(&node);
-        value.push_str(";proto=");
-        value.push_str(proto);
+        value.extend_from_slice(b"for=");
+        match kept.map(|v| v.0).or(client) {
+            Some(a @ std::net::IpAddr::V6(_)) => {
+                value.extend_from_slice(b"\"[");
+                value.extend_from_slice(ip_text.format(a));
+                value.extend_from_slice(b"]\"");
+            }
+            Some(a) => value.extend_from_slice(ip_text.format(a)),
+            None => value.extend_from_slice(b"unknown"),
+        }
+        value.extend_from_slice(b";proto=");
+        value.extend_from_slice(proto.as_bytes());
         if !client_host.is_empty() && !client_host.contains('"') {
-            value.push_str(";host=\"");
-            value.push_str(client_host);
-            value.push('"');
+            value.extend_from_slice(b";host=\"");
+            value.extend_from_slice(client_host.as_bytes());
+            value.push(b'"');
         }
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            out.insert(fw, v);
-        }
+        line(out, b"forwarded", &value);
     }
-    out
 }
 
-/// The upstream response's fields to send to the client. No value is
-/// copied: a value shares the bytes of the upstream's response head (a
-/// reference count), and iterating by reference costs a fifth of actix's
-/// consuming iterator.
-pub(super) fn response_headers(from: &HeaderMap, to: &mut HeaderMap) {
-    let named = connection_names(from);
-    to.reserve(from.len());
-    for (k, v) in from.iter() {
-        if HOP_BY_HOP.contains(k) || listed(&named, k) {
-            continue;
-        }
-        to.append(k.clone(), v.clone());
+/// The upstream response's fields, minus hop-by-hop ones and those its
+/// `Connection` names, become the client response's fields: the map moves
+/// (values share the bytes of the upstream's response head), with any
+/// field `to` had kept after them.
+pub(super) fn response_headers(mut from: HeaderMap, to: &mut HeaderMap) {
+    let named: smallvec::SmallVec<[HeaderName; 2]> = connection_names(&from)
+        .iter()
+        .filter_map(|t| HeaderName::from_bytes(t).ok())
+        .collect();
+    for h in HOP_BY_HOP.iter().chain(&named) {
+        from.remove(h);
     }
+    for (k, v) in to.iter() {
+        from.append(k.clone(), v.clone());
+    }
+    *to = from;
 }
 
 #[cfg(test)]

@@ -193,13 +193,6 @@ impl Inner {
             target.push('?');
             target.push_str(q);
         }
-        let headers = forward::request_headers(
-            cx.headers(),
-            req,
-            &self.host,
-            self.forwarded,
-            self.upstream_host(0),
-        );
         // a request without framing has no body (RFC 9112 §6.3), whatever
         // payload object the connection gave it
         let framed = req.headers().contains_key(header::TRANSFER_ENCODING)
@@ -216,6 +209,13 @@ impl Inner {
                     .extensions()
                     .contains::<tessera_core::upgrade::CanUpgrade>()
             {
+                let headers = forward::request_headers(
+                    cx.headers(),
+                    req,
+                    &self.host,
+                    self.forwarded,
+                    self.upstream_host(0),
+                );
                 return self.upgrade(req, &target, headers, up.clone()).await;
             }
         }
@@ -234,7 +234,7 @@ impl Inner {
                 return error_response(StatusCode::BAD_GATEWAY);
             };
             tried.push(pick.index);
-            let head = self.request_head(req.method().as_str(), &target, &headers, pick.index);
+            let head = self.request_head(cx, &target, pick.index);
             let pool = pool(&self.alive, &self.upstream, pick.index);
             let server = &self.upstream.servers[pick.index].address;
             let sent = client::exchange(
@@ -290,29 +290,26 @@ impl Inner {
         }
     }
 
-    /// The request head for server `i`: request line, the end-to-end fields
-    /// with Host (the server's for `host = "upstream"`), and the blank line
-    /// (framing fields are added by the client).
-    fn request_head(&self, method: &str, target: &str, headers: &HeaderMap, i: usize) -> Vec<u8> {
-        let mut head = Vec::with_capacity(256 + target.len());
+    /// The request head for server `i`: request line, the fields of
+    /// [`forward::write_request_fields`] (Host per `host`: the server's
+    /// `host:port` for `host = "upstream"`), `Connection: close` without
+    /// keep-alive, and the blank line (framing fields are added by the
+    /// client).
+    fn request_head(&self, cx: &Ctx<'_>, target: &str, i: usize) -> Vec<u8> {
+        let method = cx.req.method().as_str();
+        let mut head = Vec::with_capacity(512 + target.len());
         head.extend_from_slice(method.as_bytes());
         head.push(b' ');
         head.extend_from_slice(target.as_bytes());
         head.extend_from_slice(b" HTTP/1.1\r\n");
-        for (k, v) in headers.iter() {
-            if *k == header::HOST && self.host == HostMode::Upstream {
-                continue;
-            }
-            head.extend_from_slice(k.as_str().as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(v.as_bytes());
-            head.extend_from_slice(b"\r\n");
-        }
-        if self.host == HostMode::Upstream {
-            head.extend_from_slice(b"host: ");
-            head.extend_from_slice(self.upstream_host(i).as_bytes());
-            head.extend_from_slice(b"\r\n");
-        }
+        forward::write_request_fields(
+            &mut head,
+            cx.headers(),
+            cx.req,
+            &self.host,
+            self.forwarded,
+            self.upstream_host(i),
+        );
         if self.upstream.config.keepalive == 0 {
             head.extend_from_slice(b"connection: close\r\n");
         }
@@ -402,7 +399,7 @@ fn respond(res: client::Response) -> HttpResponse {
     };
     // the upstream's Content-Type (or none), not the builder's default
     r.headers_mut().remove(header::CONTENT_TYPE);
-    forward::response_headers(&res.headers, r.headers_mut());
+    forward::response_headers(res.headers, r.headers_mut());
     r
 }
 

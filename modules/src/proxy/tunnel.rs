@@ -71,7 +71,7 @@ pub(super) async fn upgrade(
     let mut r = out.finish();
     // a 101 must name the protocol it switches to (RFC 9110 §15.2.2)
     let upgrade = headers.get(header::UPGRADE).cloned();
-    super::forward::response_headers(&headers, r.headers_mut());
+    super::forward::response_headers(headers, r.headers_mut());
     if status != StatusCode::SWITCHING_PROTOCOLS {
         return Ok(r);
     }
