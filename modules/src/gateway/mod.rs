@@ -227,12 +227,12 @@ const FILE_CHECK_VALID_MS: u64 = 1000;
 /// Paths [`is_file`] remembers per worker; the memory is emptied when full.
 const FILE_CHECK_KEEP: usize = 4096;
 
+/// [`is_file`]'s answers: path (its bytes: `Path` hashes component by
+/// component) -> (checked at, per `now_ms`; a file).
+type FileChecks = HashMap<Box<[u8]>, (u64, bool), foldhash::fast::RandomState>;
+
 thread_local! {
-    /// [`is_file`]'s answers: path (its bytes: `Path` hashes component by
-    /// component) -> (checked at, per `now_ms`; a file).
-    static FILE_CHECKS: std::cell::RefCell<
-        HashMap<Box<[u8]>, (u64, bool), foldhash::fast::RandomState>,
-    > = std::cell::RefCell::new(HashMap::default());
+    static FILE_CHECKS: std::cell::RefCell<FileChecks> = std::cell::RefCell::new(HashMap::default());
 }
 
 /// Whether `path` is a regular file (following symbolic links), from one
