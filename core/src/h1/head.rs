@@ -200,8 +200,16 @@ fn parse_at(
     let shared = Bytes::copy_from_slice(&buf[..n]);
     let base = buf.as_ptr() as usize;
     let slice = |part: &[u8]| {
-        let at = part.as_ptr() as usize - base;
-        shared.slice(at..at + part.len())
+        // httparse's slices lie in `buf`; anything else (an empty value may
+        // not) is copied
+        let at = (part.as_ptr() as usize).wrapping_sub(base);
+        if part.is_empty() {
+            Bytes::new()
+        } else if at < n && part.len() <= n - at {
+            shared.slice(at..at + part.len())
+        } else {
+            Bytes::copy_from_slice(part)
+        }
     };
     let uri = Uri::from_maybe_shared(slice(path.as_bytes()))
         .map_err(|_| HeadError::BadRequest("invalid target"))?;
@@ -403,6 +411,24 @@ mod tests {
             ok("PUT /u HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 5\r\n\r\n")
                 .expect_continue
         );
+    }
+
+    #[test]
+    fn values_and_target_share_the_heads_bytes() {
+        let raw = "\r\nGET /p?q=1 HTTP/1.1\r\nHost: a.test\r\nX-Empty:\r\nX-Sp: \t \r\n\r\n";
+        let mut fields = HeaderMap::new();
+        let (h, n) = parse(
+            &mut raw.as_bytes().to_vec(),
+            &Limits::default(),
+            &mut fields,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(n, raw.len());
+        assert_eq!(h.uri.to_string(), "/p?q=1");
+        assert_eq!(fields.get("host").unwrap(), "a.test");
+        assert_eq!(fields.get("x-empty").unwrap(), "");
+        assert_eq!(fields.get("x-sp").unwrap(), "");
     }
 
     #[test]
