@@ -23,7 +23,8 @@
 //!   without the extension, so `/uploads/evil.jpg/x.php` never runs
 //!   `evil.jpg`. A directory path runs its first existing `index-files`
 //!   entry (default `index.php`). **check-local** (default on): a missing
-//!   script is 404 without calling the back end.
+//!   script is 404 without calling the back end (each worker remembers the
+//!   answer for a second, as lighttpd's stat cache does).
 //! - **Parameters**: the CGI/1.1 meta-variables ([`gateway::environment`]),
 //!   then `params`.
 //! - **Bodies.** A Content-Length body streams to the application as STDIN
