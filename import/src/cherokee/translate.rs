@@ -621,7 +621,10 @@ pub(super) fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Out
             ("ssl_certificate_file", "TLS is not imported"),
             ("ssl_certificate_key_file", "TLS is not imported"),
             ("user_dir", "user directories are not supported"),
-            ("post_max_len", "Tessera serves static files only"),
+            (
+                "post_max_len",
+                "not imported: set [server] max-body-size, Tessera's limit on request bodies (default 1 MiB)",
+            ),
             ("flcache", "the front-line cache is not supported"),
         ] {
             if let Some(c) = n.child(k) {

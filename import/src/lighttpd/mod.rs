@@ -145,7 +145,7 @@ const NOT_NEEDED: &[(&str, &str)] = &[
     ),
     (
         "server.upload-dirs",
-        "Tessera serves static files only (no request bodies are stored)",
+        "Tessera stores no request body in a file: it streams a body to the back end (a chunked body for FastCGI, SCGI, uwsgi or CGI is collected in memory, up to max-body-size)",
     ),
     (
         "server.event-handler",
@@ -178,7 +178,7 @@ const NOT_NEEDED: &[(&str, &str)] = &[
     ),
     (
         "server.stream-request-body",
-        "Tessera serves static files only",
+        "Tessera streams request bodies to back ends as they arrive (lighttpd's stream-request-body = 2), with backpressure",
     ),
     ("server.core-files", "lighttpd-specific"),
     (
