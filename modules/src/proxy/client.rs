@@ -358,6 +358,17 @@ impl Body {
         self.framing = Framing::None;
     }
 
+    /// The whole body when it is already read (a sized body that came with
+    /// its head, as a small file's does); the connection is then released
+    /// at once. `None` (nothing taken) when more is to come or the body is
+    /// not sized.
+    pub(super) fn take_whole(&mut self) -> Option<Bytes> {
+        match self.framing {
+            Framing::Length(left) if self.buf.len() as u64 >= left => self.take().ok().flatten(),
+            _ => None,
+        }
+    }
+
     /// The body failed: the connection is closed.
     fn fail(&mut self, why: &'static str) -> Poll<Option<Result<Bytes, BodyFailed>>> {
         self.conn = None;

@@ -386,10 +386,15 @@ impl Inner {
 
 /// The client's response from the server's: status, end-to-end fields,
 /// and the body streaming with its length when known.
-fn respond(res: client::Response) -> HttpResponse {
+fn respond(mut res: client::Response) -> HttpResponse {
     let mut r = match res.length {
-        Some(n) if n > 0 => HttpResponse::build(res.status)
-            .body(tessera_core::actix_web::body::SizedStream::new(n, res.body)),
+        // a body that came whole with its head: sent as bytes, and the
+        // connection is back in the pool before the client gets it
+        Some(n) if n > 0 => match res.body.take_whole() {
+            Some(whole) => HttpResponse::build(res.status).body(whole),
+            None => HttpResponse::build(res.status)
+                .body(tessera_core::actix_web::body::SizedStream::new(n, res.body)),
+        },
         // HEAD, 204, 304, or an empty body: the fields say what a GET would get
         Some(_) => HttpResponse::build(res.status).finish(),
         None if res.status == StatusCode::NO_CONTENT || res.status == StatusCode::NOT_MODIFIED => {
