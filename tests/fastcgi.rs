@@ -346,6 +346,7 @@ fn fpm_site(fpm: &Fpm, upstream: &str, fastcgi: &str) -> Server {
                 "<?php header('Location: /plain.txt', true, 200); echo 'dropped';",
             );
             w.write("www/loop.php", "<?php header('Location: /loop.php', true, 200);");
+            w.write("www/slow.php", "<?php usleep(4000000); echo 'late';");
             let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
             w.write("files/big.bin", data);
             w.write("secret/key.txt", "secret");
@@ -422,6 +423,19 @@ read-timeout = 5",
     assert_eq!(ok, 80, "{}", s.stderr());
     let (_, open, _) = pool_figures(&s);
     assert!(open <= 2, "at most max-connections open: {open}");
+}
+
+#[test]
+fn an_application_silent_past_read_timeout_is_504() {
+    // nginx answers an upstream timeout with 504; a refused or broken one is
+    // 502 (the answer's own timer fires as early as the outer one)
+    let d = crate::util::TempDir::new("fpm-timeout");
+    let fpm = Fpm::start(&d);
+    let s = fpm_site(&fpm, "read-timeout = 1", "");
+    let r = s.get("/slow.php");
+    assert_eq!(r.status, 504, "{}", s.stderr());
+    assert!(s.stderr().contains("read-timeout"), "{}", s.stderr());
+    assert_eq!(s.get("/hello.php").text(), "hello");
 }
 
 #[test]

@@ -250,6 +250,11 @@ impl FastCgi {
         match tokio::time::timeout(limits.read, answer.head()).await {
             Ok(Ok(h)) => Ok((h, answer)),
             Ok(Err(_)) if reused && !answer.got_any => Err(Failed::Stale),
+            // the answer's own timer may fire first: a timeout either way
+            Ok(Err(why)) if why == READ_TIMEOUT => {
+                tracing::error!(upstream = %name, "fastcgi: no answer (read-timeout)");
+                Err(Failed::Status(StatusCode::GATEWAY_TIMEOUT))
+            }
             Ok(Err(why)) => {
                 tracing::error!(upstream = %name, "fastcgi: {why}");
                 Err(Failed::Status(StatusCode::BAD_GATEWAY))
@@ -310,6 +315,10 @@ struct Answer {
     /// The request asked the application to keep the connection.
     keep: bool,
 }
+
+/// Why an answer failed when the application sent nothing for
+/// `read-timeout` (504, not 502).
+const READ_TIMEOUT: &str = "no bytes within read-timeout";
 
 /// The application broke off or stalled while its body was being sent.
 #[derive(Debug, thiserror::Error)]
@@ -422,9 +431,7 @@ impl Answer {
                         .get_or_insert_with(|| Box::pin(actix_rt::time::sleep(read)));
                     if std::future::Future::poll(sleep.as_mut(), cx).is_ready() {
                         self.lease = None;
-                        return Poll::Ready(Some(Err(AnswerFailed(
-                            "no bytes within read-timeout",
-                        ))));
+                        return Poll::Ready(Some(Err(AnswerFailed(READ_TIMEOUT))));
                     }
                     return Poll::Pending;
                 }

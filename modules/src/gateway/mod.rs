@@ -226,13 +226,21 @@ impl ScriptMap {
 const FILE_CHECK_VALID_MS: u64 = 1000;
 /// Paths [`is_file`] remembers per worker; the memory is emptied when full.
 const FILE_CHECK_KEEP: usize = 4096;
+/// The bytes of paths [`is_file`] remembers per worker (1 MiB): long
+/// distinct paths (a client may send thousands) empty it sooner.
+const FILE_CHECK_BYTES: usize = 1 << 20;
 
 /// [`is_file`]'s answers: path (its bytes: `Path` hashes component by
-/// component) -> (checked at, per `now_ms`; a file).
-type FileChecks = HashMap<Box<[u8]>, (u64, bool), foldhash::fast::RandomState>;
+/// component) -> (checked at, per `now_ms`; a file), and the bytes of the
+/// paths held.
+type FileChecks = (
+    HashMap<Box<[u8]>, (u64, bool), foldhash::fast::RandomState>,
+    usize,
+);
 
 thread_local! {
-    static FILE_CHECKS: std::cell::RefCell<FileChecks> = std::cell::RefCell::new(HashMap::default());
+    static FILE_CHECKS: std::cell::RefCell<FileChecks> =
+        std::cell::RefCell::new((HashMap::default(), 0));
 }
 
 /// Whether `path` is a regular file (following symbolic links), from one
@@ -245,6 +253,7 @@ pub fn is_file(path: &Path) -> bool {
     let key = path.as_os_str().as_encoded_bytes();
     let known = FILE_CHECKS.with(|c| {
         c.borrow()
+            .0
             .get(key)
             .filter(|(at, _)| now.saturating_sub(*at) < FILE_CHECK_VALID_MS)
             .map(|(_, file)| *file)
@@ -254,11 +263,15 @@ pub fn is_file(path: &Path) -> bool {
     }
     let file = std::fs::metadata(path).is_ok_and(|m| m.is_file());
     FILE_CHECKS.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= FILE_CHECK_KEEP && !c.contains_key(key) {
-            c.clear();
+        let (map, bytes) = &mut *c.borrow_mut();
+        if !map.contains_key(key) {
+            if map.len() >= FILE_CHECK_KEEP || *bytes + key.len() > FILE_CHECK_BYTES {
+                map.clear();
+                *bytes = 0;
+            }
+            *bytes += key.len();
         }
-        c.insert(key.into(), (now, file));
+        map.insert(key.into(), (now, file));
     });
     file
 }
@@ -643,6 +656,17 @@ mod tests {
             assert!(!cached, "the answer was not remembered");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn long_distinct_paths_never_hold_more_than_the_byte_cap() {
+        let long = "a".repeat(8000);
+        for i in 0..300 {
+            is_file(Path::new(&format!("/nonexistent-{i}-{long}.php")));
+        }
+        let (n, bytes) = FILE_CHECKS.with(|c| (c.borrow().0.len(), c.borrow().1));
+        assert!(bytes <= FILE_CHECK_BYTES, "{bytes} bytes in {n} paths");
+        assert!(n < 300, "the memory was emptied on the way: {n}");
     }
 
     #[test]
