@@ -636,6 +636,24 @@ fn a_websocket_echo_passes_through() {
 }
 
 #[test]
+fn an_upstream_response_with_invalid_framing_is_502() {
+    // RFC 9112 §6.3 items 4 and 5: a Content-Length list or sign, or a
+    // transfer coding other than chunked alone, is never passed on
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    for f in ["list", "sign", "gzip"] {
+        let r = s.get(&format!("/api/bad-framing?f={f}"));
+        assert_eq!(r.status, 502, "{f}: {}", r.text());
+    }
+    assert!(
+        s.stderr().contains("invalid Content-Length"),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/api/name").text(), "a");
+}
+
+#[test]
 fn a_kept_alive_connection_the_upstream_dropped_is_retried_once() {
     // one server, which answers one request per connection and then drops it
     let app = App::start("rude");

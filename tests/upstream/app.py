@@ -126,6 +126,13 @@ class Handler(BaseHTTPRequestHandler):
                 k = min(n, len(chunk))
                 self.wfile.write(chunk[:k])
                 n -= k
+        elif url.path == "/bad-framing":
+            # a response whose framing a proxy must refuse (RFC 9112 §6.3)
+            field = {"list": b"Content-Length: 2, 2", "sign": b"Content-Length: +2",
+                     "gzip": b"Transfer-Encoding: gzip, chunked"}[q.get("f", ["list"])[0]]
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n" + field + b"\r\n\r\nok")
+            self.wfile.flush()
+            self.close_connection = True
         elif url.path == "/die":
             self.send_response(200)
             self.send_header("Content-Length", "1000000")

@@ -133,13 +133,32 @@ pub(super) async fn exchange(
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(Failure::ReadTimeout),
     };
-    let length = headers
-        .get(tessera_core::actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let chunked = headers
+    // RFC 9112 §6.3: an invalid Content-Length (a list, a sign, not a
+    // number) is an unrecoverable framing error, 502 from a proxy; a
+    // transfer coding other than chunked alone is not one this client
+    // decodes (nginx refuses it too)
+    let length = match headers.get(tessera_core::actix_web::http::header::CONTENT_LENGTH) {
+        None => None,
+        Some(v) => {
+            let v = v.as_bytes().trim_ascii();
+            if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+                return Err(Failure::BadResponse("an invalid Content-Length"));
+            }
+            v.iter().try_fold(0u64, |n, d| {
+                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })
+        }
+    };
+    let mut codings = headers
         .get_all(tessera_core::actix_web::http::header::TRANSFER_ENCODING)
-        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"chunked"));
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|c| !c.is_empty());
+    let chunked = match (codings.next(), codings.next()) {
+        (None, _) => false,
+        (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => true,
+        _ => return Err(Failure::BadResponse("a transfer coding other than chunked")),
+    };
     let close = headers
         .get_all(tessera_core::actix_web::http::header::CONNECTION)
         .any(|v| {
