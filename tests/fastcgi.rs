@@ -88,7 +88,7 @@ fn site(php: &Php) -> Server {
         |d| {
             d.write(
                 "www/info.php",
-                "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','SCRIPT_FILENAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','REMOTE_ADDR','SERVER_PROTOCOL','REQUEST_URI','HTTP_X_TEST','APP_ENV','REDIRECT_STATUS'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
+                "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','SCRIPT_FILENAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','REMOTE_ADDR','SERVER_PROTOCOL','REQUEST_URI','HTTP_X_TEST','HTTP_X_DUP','HTTP_COOKIE','APP_ENV','REDIRECT_STATUS'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
             );
             d.write(
                 "www/post.php",
@@ -140,7 +140,14 @@ fn php_sees_the_cgi_variables() {
     let r = s.req(
         "GET",
         "/info.php/extra/path?a=1&b=2",
-        &["X-Test: yes", "X_Test: forged"],
+        &[
+            "X-Test: yes",
+            "X_Test: forged",
+            "X-Dup: a",
+            "X-Dup: b",
+            "Cookie: c=1",
+            "Cookie: d=2",
+        ],
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(var(&r, "SCRIPT_NAME"), "/info.php");
@@ -152,6 +159,9 @@ fn php_sees_the_cgi_variables() {
     assert_eq!(var(&r, "SERVER_PROTOCOL"), "HTTP/1.1");
     assert_eq!(var(&r, "REQUEST_URI"), "/info.php/extra/path?a=1&b=2");
     assert_eq!(var(&r, "HTTP_X_TEST"), "yes");
+    // RFC 3875 §4.1.18: a repeated field is one variable
+    assert_eq!(var(&r, "HTTP_X_DUP"), "a, b");
+    assert_eq!(var(&r, "HTTP_COOKIE"), "c=1; d=2");
     assert_eq!(var(&r, "APP_ENV"), "test");
     assert_eq!(var(&r, "REDIRECT_STATUS"), "200");
     // the script's Content-Type, once

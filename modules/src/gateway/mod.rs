@@ -303,7 +303,9 @@ pub fn params(table: HashMap<String, String>) -> Vec<(String, String)> {
 /// `Some`), `REDIRECT_STATUS=200` (php-cgi's `cgi.force_redirect`),
 /// `REMOTE_USER` after authentication, `HTTP_*` for each request field
 /// except `Proxy` (the "httpoxy" attack) and names with `_` (they would
-/// pose as their `-` twins), then `extra` (which may replace
+/// pose as their `-` twins), a repeated field as one variable (RFC 3875
+/// §4.1.18: its values joined with `, `, a Cookie's with `; ` as nginx
+/// does), then `extra` (which may replace
 /// earlier ones: the back end sees the last value).
 pub fn environment(
     cx: &Ctx<'_>,
@@ -377,7 +379,9 @@ pub fn environment(
         put(b"REMOTE_USER", u.as_bytes());
     }
     let mut key = Vec::with_capacity(64);
-    for (k, v) in cx.headers().iter() {
+    let mut joined = Vec::new();
+    let headers = cx.headers();
+    for k in headers.keys() {
         let name = k.as_str();
         // `Proxy` is the "httpoxy" attack; a name with `_` would collide
         // with its `-` twin in HTTP_* (`X-User_Id` forging `X-User-Id`):
@@ -391,7 +395,25 @@ pub fn environment(
             b'-' => b'_',
             c => c.to_ascii_uppercase(),
         }));
-        put(&key, v.as_bytes());
+        // RFC 3875 §4.1.18: repeated fields become one variable, joined as
+        // nginx joins them (`; ` for Cookie, RFC 6265 §5.4; `, ` otherwise)
+        let mut values = headers.get_all(k);
+        let Some(first) = values.next() else {
+            continue;
+        };
+        match values.next() {
+            None => put(&key, first.as_bytes()),
+            Some(second) => {
+                let sep: &[u8] = if *k == header::COOKIE { b"; " } else { b", " };
+                joined.clear();
+                joined.extend_from_slice(first.as_bytes());
+                for v in std::iter::once(second).chain(values) {
+                    joined.extend_from_slice(sep);
+                    joined.extend_from_slice(v.as_bytes());
+                }
+                put(&key, &joined);
+            }
+        }
     }
     for (k, v) in extra {
         put(k.as_bytes(), v.as_bytes());
