@@ -26,7 +26,10 @@
 //!   script is 404 without calling the back end (each worker remembers the
 //!   answer for a second, as lighttpd's stat cache does).
 //! - **Parameters**: the CGI/1.1 meta-variables ([`gateway::environment`]),
-//!   then `params`.
+//!   then `params`; over 64 KiB they take several records, split between
+//!   pairs, and one pair larger than a record (a header field of about
+//!   64 KiB, possible only with a raised `max-request-header-size`) is 431
+//!   without calling the application.
 //! - **Bodies.** A Content-Length body streams to the application as STDIN
 //!   records; a chunked body is collected first (FastCGI needs its length),
 //!   at most `max-body-size` bytes.
@@ -141,11 +144,16 @@ impl FastCgi {
         // the parameters are written once, into their records' place
         let mut out = tessera_core::buffers::take();
         protocol::begin(&mut out, self.keep_conn);
-        protocol::params(&mut out, |params| {
+        let written = protocol::params(&mut out, |params| {
             gateway::environment(cx, &script, input.length(), &self.params, &mut |k, v| {
                 protocol::pair(params, k, v)
             });
         });
+        if let Err(why) = written {
+            // the client's fields, not the application: nothing is sent
+            tracing::info!(upstream = %self.upstream.name, "fastcgi: {why}");
+            return error_response(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        }
         if let Input::Whole(b) = &input {
             protocol::stream(&mut out, protocol::STDIN, b);
         }

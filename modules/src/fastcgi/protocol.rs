@@ -52,8 +52,14 @@ pub(super) fn begin(out: &mut BytesMut, keep_conn: bool) {
 /// Appends the PARAMS stream that `write` produces (name-value pairs, with
 /// [`pair`]) and its empty closing record. The pairs are written in place
 /// behind a record header whose length is set afterwards; beyond
-/// [`MAX_CONTENT`] bytes they are split into several records.
-pub(super) fn params(out: &mut BytesMut, write: impl FnOnce(&mut BytesMut)) {
+/// [`MAX_CONTENT`] bytes they are split into several records, between
+/// pairs (php-fpm reads a pair whole from one record). Errors: one pair
+/// larger than a record (a header field of about 64 KiB), which no record
+/// split can carry to php-fpm (nginx refuses it too).
+pub(super) fn params(
+    out: &mut BytesMut,
+    write: impl FnOnce(&mut BytesMut),
+) -> Result<(), &'static str> {
     let start = out.len();
     out.put_bytes(0, 8);
     write(out);
@@ -67,12 +73,44 @@ pub(super) fn params(out: &mut BytesMut, write: impl FnOnce(&mut BytesMut)) {
         out[start + 6] = pad as u8;
         out.put_bytes(0, pad);
     } else {
-        // rare: more than 64 KiB of parameters
+        // rare: more than 64 KiB of parameters, split between pairs
         let content = out.split_off(start + 8);
         out.truncate(start);
-        stream(out, PARAMS, &content);
+        let (mut from, mut at) = (0, 0);
+        while at < content.len() {
+            let n = pair_len(&content[at..]).ok_or("malformed parameters")?;
+            if n > MAX_CONTENT {
+                return Err("a parameter larger than a FastCGI record");
+            }
+            if at + n - from > MAX_CONTENT {
+                record(out, PARAMS, &content[from..at]);
+                from = at;
+            }
+            at += n;
+        }
+        record(out, PARAMS, &content[from..]);
     }
     record(out, PARAMS, &[]);
+    Ok(())
+}
+
+/// The encoded length of the pair at the start of `b` (§3.4), if whole.
+fn pair_len(b: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    let mut total = 0;
+    for _ in 0..2 {
+        let first = *b.get(at)?;
+        if first < 128 {
+            total += usize::from(first);
+            at += 1;
+        } else {
+            let v = u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?) & 0x7fff_ffff;
+            total += v as usize;
+            at += 4;
+        }
+    }
+    let n = at + total;
+    (n <= b.len()).then_some(n)
 }
 
 /// Appends one name-value pair (§3.4).
@@ -156,22 +194,33 @@ mod tests {
     #[test]
     fn params_are_framed_in_place() {
         let mut out = BytesMut::new();
-        params(&mut out, |p| pair(p, b"A", b"bc"));
+        params(&mut out, |p| pair(p, b"A", b"bc")).unwrap();
         let mut expect = BytesMut::new();
         let mut content = BytesMut::new();
         pair(&mut content, b"A", b"bc");
         record(&mut expect, PARAMS, &content);
         record(&mut expect, PARAMS, &[]);
         assert_eq!(out, expect);
-        // beyond one record's content
+        // beyond one record's content: split between pairs, never inside one
         let mut out = BytesMut::new();
-        params(&mut out, |p| pair(p, b"BIG", &vec![b'x'; 70_000]));
-        let mut content = BytesMut::new();
-        pair(&mut content, b"BIG", &vec![b'x'; 70_000]);
+        let big = vec![b'x'; 40_000];
+        params(&mut out, |p| {
+            pair(p, b"A", &big);
+            pair(p, b"B", &big);
+        })
+        .unwrap();
+        let mut first = BytesMut::new();
+        pair(&mut first, b"A", &big);
+        let mut second = BytesMut::new();
+        pair(&mut second, b"B", &big);
         let mut expect = BytesMut::new();
-        stream(&mut expect, PARAMS, &content);
+        record(&mut expect, PARAMS, &first);
+        record(&mut expect, PARAMS, &second);
         record(&mut expect, PARAMS, &[]);
         assert_eq!(out, expect);
+        // one pair larger than a record cannot be carried
+        let mut out = BytesMut::new();
+        assert!(params(&mut out, |p| pair(p, b"BIG", &vec![b'x'; 70_000])).is_err());
     }
 
     #[test]
