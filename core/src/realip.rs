@@ -150,8 +150,74 @@ fn parse_node(s: &str) -> Option<IpAddr> {
     ip.parse().ok().map(canonical)
 }
 
+/// An IP address as text, without an allocation, for the forwarding fields
+/// and CGI variables written per request (`REMOTE_ADDR`,
+/// `X-Forwarded-For`): `192.0.2.1` by hand, IPv6 through `Display` into the
+/// same 45-byte buffer (the longest form, `ffff:...:255.255.255.255`).
+#[derive(Debug)]
+pub struct IpText {
+    buf: [u8; 45],
+}
+
+impl Default for IpText {
+    fn default() -> Self {
+        IpText { buf: [0; 45] }
+    }
+}
+
+impl IpText {
+    /// `ip` as `Display` writes it (`192.0.2.1`, `2001:db8::1`).
+    pub fn format(&mut self, ip: std::net::IpAddr) -> &[u8] {
+        use std::io::Write;
+        let mut n = 0;
+        match ip {
+            std::net::IpAddr::V4(a) => {
+                for (i, o) in a.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        self.buf[n] = b'.';
+                        n += 1;
+                    }
+                    if o >= 100 {
+                        self.buf[n] = b'0' + o / 100;
+                        n += 1;
+                    }
+                    if o >= 10 {
+                        self.buf[n] = b'0' + o / 10 % 10;
+                        n += 1;
+                    }
+                    self.buf[n] = b'0' + o % 10;
+                    n += 1;
+                }
+            }
+            std::net::IpAddr::V6(a) => {
+                let mut w = &mut self.buf[..];
+                let _ = write!(w, "{a}");
+                n = 45 - w.len();
+            }
+        }
+        &self.buf[..n]
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        let mut t = super::IpText::default();
+        for ip in [
+            "127.0.0.1",
+            "10.200.3.45",
+            "0.0.0.0",
+            "9.99.100.255",
+            "::1",
+            "2001:db8::ff00:42:8329",
+            "::ffff:1.2.3.4",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            assert_eq!(t.format(ip), ip.to_string().as_bytes());
+        }
+    }
+
     use super::*;
 
     fn trusted(list: &[&str]) -> TrustedProxies {

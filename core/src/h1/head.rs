@@ -342,15 +342,22 @@ fn version_error(buf: &[u8]) -> HeadError {
 
 /// `Content-Length: 1*DIGIT` (RFC 9110 §8.6); a list of values is refused.
 fn parse_content_length(v: &[u8]) -> Result<u64, HeadError> {
+    content_length(v).ok_or(HeadError::BadRequest("invalid Content-Length"))
+}
+
+/// A Content-Length field value (RFC 9110 §8.6: `1*DIGIT`, surrounding
+/// whitespace allowed), in bytes; `None` for anything else: empty, a sign,
+/// a list (`2, 2`), more than 19 digits. RFC 9112 §6.3 item 5 makes such a
+/// value a framing error, for requests (400) and for a proxy's upstream
+/// responses (502) alike.
+pub fn content_length(v: &[u8]) -> Option<u64> {
     let v = v.trim_ascii();
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return Err(HeadError::BadRequest("invalid Content-Length"));
+        return None;
     }
-    v.iter()
-        .try_fold(0u64, |n, d| {
-            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-        })
-        .ok_or(HeadError::BadRequest("invalid Content-Length"))
+    v.iter().try_fold(0u64, |n, d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 /// The non-empty items of a comma-separated list field, trimmed.

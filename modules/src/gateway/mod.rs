@@ -231,7 +231,7 @@ const FILE_CHECK_KEEP: usize = 4096;
 const FILE_CHECK_BYTES: usize = 1 << 20;
 
 /// [`is_file`]'s answers: path (its bytes: `Path` hashes component by
-/// component) -> (checked at, per `now_ms`; a file), and the bytes of the
+/// component) -> (checked at, per `static_file::cache::now_ms`; a file), and the bytes of the
 /// paths held.
 type FileChecks = (
     HashMap<Box<[u8]>, (u64, bool), foldhash::fast::RandomState>,
@@ -249,7 +249,7 @@ thread_local! {
 /// meanwhile reaches the back end, which answers 404 itself (php-fpm's "File
 /// not found.").
 pub fn is_file(path: &Path) -> bool {
-    let now = now_ms();
+    let now = crate::static_file::cache::now_ms();
     let key = path.as_os_str().as_encoded_bytes();
     let known = FILE_CHECKS.with(|c| {
         c.borrow()
@@ -274,15 +274,6 @@ pub fn is_file(path: &Path) -> bool {
         map.insert(key.into(), (now, file));
     });
     file
-}
-
-/// Milliseconds since the first call (a monotonic clock).
-fn now_ms() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
 }
 
 /// Extra variables from the configuration (nginx `fastcgi_param`), sorted
@@ -326,7 +317,7 @@ pub fn environment(
     put(b"SERVER_SOFTWARE", b"tessera");
     put(b"SERVER_NAME", host.as_bytes());
     put(b"SERVER_PORT", num.format(local.port()).as_bytes());
-    let mut ip = IpText::default();
+    let mut ip = tessera_core::realip::IpText::default();
     put(b"SERVER_ADDR", ip.format(local.ip()));
     let protocol: &[u8] = match req.version() {
         tessera_core::actix_web::http::Version::HTTP_10 => b"HTTP/1.0",
@@ -417,46 +408,6 @@ pub fn environment(
     }
     for (k, v) in extra {
         put(k.as_bytes(), v.as_bytes());
-    }
-}
-
-/// An IP address as text without an allocation (IPv4 by hand with
-/// `itoa`; IPv6 through `Display` into the same buffer).
-pub(crate) struct IpText {
-    buf: [u8; 45],
-}
-
-impl Default for IpText {
-    fn default() -> Self {
-        IpText { buf: [0; 45] }
-    }
-}
-
-impl IpText {
-    /// `ip` as `Display` writes it (`192.0.2.1`, `2001:db8::1`).
-    pub(crate) fn format(&mut self, ip: std::net::IpAddr) -> &[u8] {
-        use std::io::Write;
-        let mut n = 0;
-        match ip {
-            std::net::IpAddr::V4(a) => {
-                let mut num = itoa::Buffer::new();
-                for (i, o) in a.octets().iter().enumerate() {
-                    if i > 0 {
-                        self.buf[n] = b'.';
-                        n += 1;
-                    }
-                    let t = num.format(*o).as_bytes();
-                    self.buf[n..n + t.len()].copy_from_slice(t);
-                    n += t.len();
-                }
-            }
-            std::net::IpAddr::V6(a) => {
-                let mut w = &mut self.buf[..];
-                let _ = write!(w, "{a}");
-                n = 45 - w.len();
-            }
-        }
-        &self.buf[..n]
     }
 }
 
@@ -689,22 +640,6 @@ mod tests {
         let (n, bytes) = FILE_CHECKS.with(|c| (c.borrow().0.len(), c.borrow().1));
         assert!(bytes <= FILE_CHECK_BYTES, "{bytes} bytes in {n} paths");
         assert!(n < 300, "the memory was emptied on the way: {n}");
-    }
-
-    #[test]
-    fn addresses_are_written_as_display_writes_them() {
-        let mut t = IpText::default();
-        for ip in [
-            "127.0.0.1",
-            "10.200.3.45",
-            "0.0.0.0",
-            "::1",
-            "2001:db8::ff00:42:8329",
-            "::ffff:1.2.3.4",
-        ] {
-            let ip: std::net::IpAddr = ip.parse().unwrap();
-            assert_eq!(t.format(ip), ip.to_string().as_bytes());
-        }
     }
 
     #[test]

@@ -139,15 +139,10 @@ pub(super) async fn exchange(
     // decodes (nginx refuses it too)
     let length = match headers.get(tessera_core::actix_web::http::header::CONTENT_LENGTH) {
         None => None,
-        Some(v) => {
-            let v = v.as_bytes().trim_ascii();
-            if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-                return Err(Failure::BadResponse("an invalid Content-Length"));
-            }
-            v.iter().try_fold(0u64, |n, d| {
-                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-            })
-        }
+        Some(v) => Some(
+            tessera_core::h1::head::content_length(v.as_bytes())
+                .ok_or(Failure::BadResponse("an invalid Content-Length"))?,
+        ),
     };
     let mut codings = headers
         .get_all(tessera_core::actix_web::http::header::TRANSFER_ENCODING)

@@ -193,7 +193,7 @@ pub(super) fn write_request_fields(
     // a received chain is passed on only when it is the one the client
     // address came from; otherwise it is the client's own word
     let trusted = |h| via.filter(|v| v.1 == h);
-    let mut ip_text = crate::gateway::IpText::default();
+    let mut ip_text = tessera_core::realip::IpText::default();
     if matches!(fwd, ForwardedMode::XForwarded | ForwardedMode::Both) {
         match (
             trusted(tessera_core::realip::RealIpHeader::XForwardedFor),

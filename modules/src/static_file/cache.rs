@@ -107,8 +107,9 @@ impl Identity {
     }
 }
 
-/// Milliseconds since the first call (a monotonic clock for entry ages).
-fn now_ms() -> u64 {
+/// Milliseconds since the first call (a monotonic clock for entry ages;
+/// `gateway`'s check-local memory uses it too).
+pub(crate) fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
