@@ -176,7 +176,8 @@ impl Pool {
         self: &Rc<Self>,
         resolved: Option<std::net::SocketAddr>,
     ) -> Result<Lease, LeaseError> {
-        let deadline = Instant::now() + self.limits.connect;
+        // the clock is read only when the pool is full
+        let mut deadline = None;
         loop {
             if let Some(l) = self.reuse() {
                 return Ok(l);
@@ -184,6 +185,7 @@ impl Pool {
             if self.open.get() < self.limits.max_connections {
                 break;
             }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.limits.connect);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero()
                 || actix_rt::time::timeout(left, self.freed.notified())
