@@ -23,6 +23,7 @@ use futures_core::Stream;
 use std::future::Future;
 use tessera_core::actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::HttpResponse;
 use tessera_core::h1::chunked::Decoder;
 use tessera_core::request_body::RequestBody;
 use tessera_core::upstream::pool::{Lease, LeaseError, Pool};
@@ -95,7 +96,11 @@ enum Framing {
 /// The response: status, header fields, and the body stream.
 pub(super) struct Response {
     pub status: StatusCode,
-    pub headers: HeaderMap,
+    /// The client's response, its fields the end-to-end fields of the
+    /// server's response. Its head
+    /// comes from actix-http's pool, so the field map keeps its capacity
+    /// from one response to the next.
+    pub head: HttpResponse,
     /// The announced length (Content-Length), when there is one.
     pub length: Option<u64>,
     pub body: Body,
@@ -124,8 +129,13 @@ pub(super) async fn exchange(
         });
     }
     let mut buf = BytesMut::with_capacity(4096);
-    let parsed = tokio::time::timeout(limits.read, read_head(lease.conn(), &mut buf)).await;
-    let (status, headers) = match parsed {
+    let mut out = HttpResponse::new(StatusCode::OK);
+    let parsed = tokio::time::timeout(
+        limits.read,
+        read_head(lease.conn(), &mut buf, out.headers_mut()),
+    )
+    .await;
+    let head = match parsed {
         Ok(Ok(h)) => h,
         Ok(Err(Failure::BadResponse(_))) if reused && buf.is_empty() => {
             return Err(Failure::Stale);
@@ -133,33 +143,18 @@ pub(super) async fn exchange(
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(Failure::ReadTimeout),
     };
+    let status = head.status;
     // RFC 9112 §6.3: an invalid Content-Length (a list, a sign, not a
     // number) is an unrecoverable framing error, 502 from a proxy; a
     // transfer coding other than chunked alone is not one this client
     // decodes (nginx refuses it too)
-    let length = match headers.get(tessera_core::actix_web::http::header::CONTENT_LENGTH) {
-        None => None,
-        Some(v) => Some(
-            tessera_core::h1::head::content_length(v.as_bytes())
-                .ok_or(Failure::BadResponse("an invalid Content-Length"))?,
-        ),
-    };
-    let mut codings = headers
-        .get_all(tessera_core::actix_web::http::header::TRANSFER_ENCODING)
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .map(<[u8]>::trim_ascii)
-        .filter(|c| !c.is_empty());
-    let chunked = match (codings.next(), codings.next()) {
-        (None, _) => false,
-        (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => true,
-        _ => return Err(Failure::BadResponse("a transfer coding other than chunked")),
-    };
-    let close = headers
-        .get_all(tessera_core::actix_web::http::header::CONNECTION)
-        .any(|v| {
-            v.to_str()
-                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-        });
+    let length = head
+        .length
+        .map_err(|()| Failure::BadResponse("an invalid Content-Length"))?;
+    let chunked = head
+        .chunked
+        .map_err(|()| Failure::BadResponse("a transfer coding other than chunked"))?;
+    let close = head.close;
     let framing = if head_only
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
@@ -189,9 +184,10 @@ pub(super) async fn exchange(
     if matches!(body.framing, Framing::None) {
         body.finish();
     }
+    *out.status_mut() = status;
     Ok(Response {
         status,
-        headers,
+        head: out,
         length: if chunked { None } else { length },
         body,
     })
@@ -263,12 +259,27 @@ async fn write(conn: &mut Conn, bytes: &[u8], limit: Duration) -> Result<(), Fai
     }
 }
 
-/// Reads until a final (non-1xx, or 101) response head parses, and takes
-/// it off `buf` (the field values share its bytes).
+/// What a response head says about its framing and connection, read from
+/// the fields before the hop-by-hop ones are left out.
+struct Head {
+    status: StatusCode,
+    /// Content-Length; `Err`: not a valid one.
+    length: Result<Option<u64>, ()>,
+    /// Transfer-Encoding is `chunked` alone; `Err`: another coding.
+    chunked: Result<bool, ()>,
+    /// `Connection: close`.
+    close: bool,
+}
+
+/// Reads until a final (non-1xx, or 101) response head parses, takes it off
+/// `buf`, and appends its end-to-end fields to `h` (the values share its
+/// bytes): hop-by-hop fields and those its `Connection` names (RFC 9110
+/// §7.6.1) are never added.
 async fn read_head(
     conn: &mut Conn,
     buf: &mut BytesMut,
-) -> Result<(StatusCode, HeaderMap), Failure> {
+    h: &mut HeaderMap,
+) -> Result<Head, Failure> {
     use tokio::io::AsyncReadExt;
     loop {
         if !buf.is_empty() {
@@ -298,6 +309,47 @@ async fn read_head(
                         buf.advance(n);
                         continue;
                     }
+                    let mut head = Head {
+                        status,
+                        length: Ok(None),
+                        chunked: Ok(false),
+                        close: false,
+                    };
+                    // the framing and connection fields first: what
+                    // Connection names is left out below
+                    let mut named: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
+                    let mut lengths = 0;
+                    let mut codings = 0;
+                    for f in res.headers.iter() {
+                        let name = f.name.as_bytes();
+                        if name.eq_ignore_ascii_case(b"content-length") {
+                            lengths += 1;
+                            head.length = tessera_core::h1::head::content_length(f.value)
+                                .map(Some)
+                                .ok_or(());
+                        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                            for c in list(f.value) {
+                                codings += 1;
+                                head.chunked = if codings == 1 && c.eq_ignore_ascii_case(b"chunked")
+                                {
+                                    Ok(true)
+                                } else {
+                                    Err(())
+                                };
+                            }
+                        } else if name.eq_ignore_ascii_case(b"connection") {
+                            for t in list(f.value) {
+                                if t.eq_ignore_ascii_case(b"close") {
+                                    head.close = true;
+                                } else if !t.eq_ignore_ascii_case(b"keep-alive") {
+                                    named.push(t);
+                                }
+                            }
+                        }
+                    }
+                    if lengths > 1 {
+                        return Err(Failure::BadResponse("more than one Content-Length"));
+                    }
                     // names now, values as slices of the head's bytes below
                     // (shared, not copied)
                     let base = buf.as_ptr() as usize;
@@ -306,24 +358,24 @@ async fn read_head(
                     for f in res.headers.iter() {
                         let name = HeaderName::from_bytes(f.name.as_bytes())
                             .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
+                        if super::forward::is_hop_by_hop(&name)
+                            || named
+                                .iter()
+                                .any(|t| t.eq_ignore_ascii_case(f.name.as_bytes()))
+                        {
+                            continue;
+                        }
                         let at = f.value.as_ptr() as usize - base;
                         fields.push((name, at, at + f.value.len()));
                     }
-                    let head = buf.split_to(n).freeze();
-                    let mut h = HeaderMap::with_capacity(fields.len());
-                    let mut lengths = 0;
+                    drop(named);
+                    let shared = buf.split_to(n).freeze();
                     for (name, from, to) in fields {
-                        let value = HeaderValue::from_maybe_shared(head.slice(from..to))
+                        let value = HeaderValue::from_maybe_shared(shared.slice(from..to))
                             .map_err(|_| Failure::BadResponse("a header value is invalid"))?;
-                        if name == tessera_core::actix_web::http::header::CONTENT_LENGTH {
-                            lengths += 1;
-                        }
                         h.append(name, value);
                     }
-                    if lengths > 1 {
-                        return Err(Failure::BadResponse("more than one Content-Length"));
-                    }
-                    return Ok((status, h));
+                    return Ok(head);
                 }
                 Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
                 Ok(httparse::Status::Partial) => {
@@ -343,6 +395,13 @@ async fn read_head(
             return Err(Failure::BadResponse("closed before a response"));
         }
     }
+}
+
+/// The non-empty items of a comma-separated field value, trimmed.
+fn list(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
 }
 
 /// The response body as a stream; the connection goes back to the pool

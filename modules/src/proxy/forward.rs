@@ -63,6 +63,11 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     header::PROXY_AUTHENTICATE,
 ];
 
+/// The forwarding fields' names, built once.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
 /// The field names the `Connection` fields of `from` list (RFC 9110
 /// §7.6.1: hop-by-hop for this connection only), as sent; `close` and
 /// `keep-alive` are left out (no field of the first name; the second is
@@ -155,20 +160,23 @@ pub(super) fn write_request_fields(
             out.extend_from_slice(b"\r\n");
         }
     };
-    let xff = HeaderName::from_static("x-forwarded-for");
-    let fw = HeaderName::from_static("forwarded");
+    let (xff, fw) = (X_FORWARDED_FOR, header::FORWARDED);
     let named = connection_names(from);
     for (k, v) in from.iter() {
         let own = matches!(
             *k,
             header::HOST | header::EXPECT | header::PROXY_AUTHORIZATION | header::FORWARDED
-        ) || k == "x-forwarded-for"
-            || k == "x-forwarded-proto"
-            || k == "x-forwarded-host";
-        if own || HOP_BY_HOP.contains(k) || listed(&named, k) {
+        ) || *k == X_FORWARDED_FOR
+            || *k == X_FORWARDED_PROTO
+            || *k == X_FORWARDED_HOST;
+        if own || HOP_BY_HOP.contains(k) || (!named.is_empty() && listed(&named, k)) {
             continue;
         }
-        line(out, k.as_str().as_bytes(), v.as_bytes());
+        // a value of the map is a valid field value already
+        out.extend_from_slice(k.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     let client_host = tessera_core::context::request_host(req).unwrap_or("");
     let host_value = match host {
@@ -256,17 +264,28 @@ pub(super) fn write_request_fields(
 /// (values share the bytes of the upstream's response head), with any
 /// field `to` had kept after them.
 pub(super) fn response_headers(mut from: HeaderMap, to: &mut HeaderMap) {
-    let named: smallvec::SmallVec<[HeaderName; 2]> = connection_names(&from)
-        .iter()
-        .filter_map(|t| HeaderName::from_bytes(t).ok())
-        .collect();
-    for h in HOP_BY_HOP.iter().chain(&named) {
-        from.remove(h);
-    }
+    strip_hop_by_hop(&mut from);
     for (k, v) in to.iter() {
         from.append(k.clone(), v.clone());
     }
     *to = from;
+}
+
+/// Whether `name` is one of [`HOP_BY_HOP`].
+pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name)
+}
+
+/// Removes the hop-by-hop fields of a response (RFC 9110 §7.6.1) and those
+/// its `Connection` names, in place.
+pub(super) fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: smallvec::SmallVec<[HeaderName; 2]> = connection_names(h)
+        .iter()
+        .filter_map(|t| HeaderName::from_bytes(t).ok())
+        .collect();
+    for n in HOP_BY_HOP.iter().chain(&named) {
+        h.remove(n);
+    }
 }
 
 #[cfg(test)]

@@ -184,15 +184,6 @@ impl Inner {
 
     async fn forward(&self, cx: &mut Ctx<'_>) -> HttpResponse {
         let req = cx.req;
-        // the path the rules matched (decoded, normalized: no dot segments,
-        // no doubled slashes), encoded again and mapped, as nginx maps the
-        // normalized URI; the query as received
-        let normal = tessera_core::path::encode(cx.path());
-        let mut target = self.map(&normal).into_owned();
-        if let Some(q) = req.uri().query() {
-            target.push('?');
-            target.push_str(q);
-        }
         // a request without framing has no body (RFC 9112 §6.3), whatever
         // payload object the connection gave it
         let framed = req.headers().contains_key(header::TRANSFER_ENCODING)
@@ -202,6 +193,12 @@ impl Inner {
                 .is_some_and(|v| v.as_bytes() != b"0");
         let mut body = cx.take_body().filter(|_| framed);
         let has_body = body.is_some();
+        // the path the rules matched (decoded, normalized: no dot segments,
+        // no doubled slashes), encoded again and mapped, as nginx maps the
+        // normalized URI; the query as received
+        let normal = tessera_core::path::encode(cx.path());
+        let path = self.map(&normal);
+        let query = req.uri().query();
         if let Some(up) = req.headers().get(header::UPGRADE) {
             use tessera_core::actix_web::HttpMessage;
             if !has_body
@@ -216,6 +213,11 @@ impl Inner {
                     self.forwarded,
                     self.upstream_host(0),
                 );
+                let mut target = path.into_owned();
+                if let Some(q) = query {
+                    target.push('?');
+                    target.push_str(q);
+                }
                 return self.upgrade(req, &target, headers, up.clone()).await;
             }
         }
@@ -234,7 +236,7 @@ impl Inner {
                 return error_response(StatusCode::BAD_GATEWAY);
             };
             tried.push(pick.index);
-            let head = self.request_head(cx, &target, pick.index);
+            let head = self.request_head(cx, (&path, query), pick.index);
             let pool = pool(&self.alive, &self.upstream, pick.index);
             let server = &self.upstream.servers[pick.index].address;
             let sent = client::exchange(
@@ -290,17 +292,22 @@ impl Inner {
         }
     }
 
-    /// The request head for server `i`: request line, the fields of
+    /// The request head for server `i`: request line (the target is the
+    /// mapped path and the query), the fields of
     /// [`forward::write_request_fields`] (Host per `host`: the server's
     /// `host:port` for `host = "upstream"`), `Connection: close` without
     /// keep-alive, and the blank line (framing fields are added by the
     /// client).
-    fn request_head(&self, cx: &Ctx<'_>, target: &str, i: usize) -> Vec<u8> {
+    fn request_head(&self, cx: &Ctx<'_>, (path, query): (&str, Option<&str>), i: usize) -> Vec<u8> {
         let method = cx.req.method().as_str();
-        let mut head = Vec::with_capacity(512 + target.len());
+        let mut head = Vec::with_capacity(512 + path.len() + query.map_or(0, str::len));
         head.extend_from_slice(method.as_bytes());
         head.push(b' ');
-        head.extend_from_slice(target.as_bytes());
+        head.extend_from_slice(path.as_bytes());
+        if let Some(q) = query {
+            head.push(b'?');
+            head.extend_from_slice(q.as_bytes());
+        }
         head.extend_from_slice(b" HTTP/1.1\r\n");
         forward::write_request_fields(
             &mut head,
@@ -384,28 +391,32 @@ impl Inner {
     }
 }
 
-/// The client's response from the server's: status, end-to-end fields,
-/// and the body streaming with its length when known.
-fn respond(mut res: client::Response) -> HttpResponse {
-    let mut r = match res.length {
+/// The client's response from the server's: status, end-to-end fields
+/// (the client left the hop-by-hop ones out), and the body streaming with
+/// its length when known.
+fn respond(res: client::Response) -> HttpResponse {
+    use tessera_core::actix_web::body::{BodyStream, BoxBody, SizedStream};
+    let client::Response {
+        status,
+        head: r,
+        length,
+        mut body,
+    } = res;
+    let body = match length {
         // a body that came whole with its head: sent as bytes, and the
         // connection is back in the pool before the client gets it
-        Some(n) if n > 0 => match res.body.take_whole() {
-            Some(whole) => HttpResponse::build(res.status).body(whole),
-            None => HttpResponse::build(res.status)
-                .body(tessera_core::actix_web::body::SizedStream::new(n, res.body)),
+        Some(n) if n > 0 => match body.take_whole() {
+            Some(whole) => BoxBody::new(whole),
+            None => BoxBody::new(SizedStream::new(n, body)),
         },
         // HEAD, 204, 304, or an empty body: the fields say what a GET would get
-        Some(_) => HttpResponse::build(res.status).finish(),
-        None if res.status == StatusCode::NO_CONTENT || res.status == StatusCode::NOT_MODIFIED => {
-            HttpResponse::build(res.status).finish()
+        Some(_) => BoxBody::new(()),
+        None if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED => {
+            BoxBody::new(())
         }
-        None => HttpResponse::build(res.status).streaming(res.body),
+        None => BoxBody::new(BodyStream::new(body)),
     };
-    // the upstream's Content-Type (or none), not the builder's default
-    r.headers_mut().remove(header::CONTENT_TYPE);
-    forward::response_headers(res.headers, r.headers_mut());
-    r
+    r.set_body(body)
 }
 
 /// The status for a failed exchange, and whether another server may be
