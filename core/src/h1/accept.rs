@@ -341,10 +341,14 @@ async fn accept_loop<S>(
                     let mut io = io;
                     let peer = match proxied {
                         None => Some(peer),
-                        Some(t) => proxy_header(&mut io, peer, &t, &conn).await,
+                        // boxed, as the connection below
+                        Some(t) => Box::pin(proxy_header(&mut io, peer, &t, &conn)).await,
                     };
                     if peer.is_some() {
-                        serve(io, peer, svc, conn, shutdown).await;
+                        // the connection's state (about 2.5 KiB) in one heap
+                        // block: the task stays small, and tokio copies
+                        // the whole task when it spawns and finishes one
+                        Box::pin(serve(io, peer, svc, conn, shutdown)).await;
                     }
                 });
             }
