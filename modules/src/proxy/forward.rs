@@ -50,11 +50,12 @@ pub enum ForwardedMode {
 
 /// Fields that are about one connection only (RFC 9110 §7.6.1 and the
 /// legacy `Proxy-Connection`), and the framing fields the client's
-/// connection used (the body is re-framed upstream and downstream).
-const HOP_BY_HOP: [HeaderName; 9] = [
+/// connection used (the body is re-framed upstream and downstream). A
+/// `static`: a `const` array is built and dropped at every use.
+static HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
     header::TE,
     header::TRAILER,
     header::TRANSFER_ENCODING,
@@ -63,10 +64,15 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     header::PROXY_AUTHENTICATE,
 ];
 
+/// The two custom names of [`HOP_BY_HOP`] (compared as names: a standard
+/// name differs at once, without its text being looked up).
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
 /// The forwarding fields' names, built once.
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// The field names the `Connection` fields of `from` list (RFC 9110
 /// §7.6.1: hop-by-hop for this connection only), as sent; `close` and
@@ -160,7 +166,7 @@ pub(super) fn write_request_fields(
             out.extend_from_slice(b"\r\n");
         }
     };
-    let (xff, fw) = (X_FORWARDED_FOR, header::FORWARDED);
+    let (xff, fw) = (&X_FORWARDED_FOR, header::FORWARDED);
     let named = connection_names(from);
     for (k, v) in from.iter() {
         let own = matches!(
@@ -169,7 +175,7 @@ pub(super) fn write_request_fields(
         ) || *k == X_FORWARDED_FOR
             || *k == X_FORWARDED_PROTO
             || *k == X_FORWARDED_HOST;
-        if own || HOP_BY_HOP.contains(k) || (!named.is_empty() && listed(&named, k)) {
+        if own || is_hop_by_hop(k) || (!named.is_empty() && listed(&named, k)) {
             continue;
         }
         // a value of the map is a valid field value already
@@ -209,7 +215,7 @@ pub(super) fn write_request_fields(
         ) {
             (Some(via), _) => {
                 let mut chain = Vec::with_capacity(64);
-                for v in from.get_all(&xff) {
+                for v in from.get_all(xff) {
                     if !chain.is_empty() {
                         chain.extend_from_slice(b", ");
                     }
@@ -273,7 +279,19 @@ pub(super) fn response_headers(mut from: HeaderMap, to: &mut HeaderMap) {
 
 /// Whether `name` is one of [`HOP_BY_HOP`].
 pub(super) fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name)
+    // a match on the standard names (one byte compare each), then the two
+    // custom ones
+    matches!(
+        *name,
+        header::CONNECTION
+            | header::TE
+            | header::TRAILER
+            | header::TRANSFER_ENCODING
+            | header::UPGRADE
+            | header::CONTENT_LENGTH
+            | header::PROXY_AUTHENTICATE
+    ) || *name == KEEP_ALIVE
+        || *name == PROXY_CONNECTION
 }
 
 /// Removes the hop-by-hop fields of a response (RFC 9110 §7.6.1) and those
@@ -292,6 +310,22 @@ pub(super) fn strip_hop_by_hop(h: &mut HeaderMap) {
 mod tests {
     use super::*;
     use tessera_core::actix_web::test::TestRequest;
+
+    #[test]
+    fn is_hop_by_hop_knows_exactly_the_list() {
+        for n in &HOP_BY_HOP {
+            assert!(is_hop_by_hop(n), "{n}");
+        }
+        for n in [
+            "host",
+            "x-keep-alive",
+            "proxy-authorization",
+            "date",
+            "upgrade-insecure-requests",
+        ] {
+            assert!(!is_hop_by_hop(&HeaderName::from_static(n)), "{n}");
+        }
+    }
 
     #[test]
     fn hop_by_hop_fields_and_those_connection_names_are_dropped() {
