@@ -299,6 +299,39 @@ fn graceful_shutdown_finishes_a_download_and_removes_the_pid_file() {
 }
 
 #[test]
+fn idle_keep_alive_connections_close_at_once_on_shutdown() {
+    // keep-alive and shutdown-timeout far longer than the test's limits: the
+    // connections must close because shutdown wakes them, not by a timer
+    let mut s = Server::start(
+        &site(
+            "keep-alive = 120\nshutdown-timeout = 60",
+            "modules = [\"static-file\"]\n",
+        ),
+        |d| {
+            d.write("www/ten.txt", "0123456789");
+        },
+    );
+    let mut idle: Vec<KeepAlive> = (0..4).map(|_| KeepAlive::new(s.addr)).collect();
+    for c in &mut idle {
+        assert_eq!(c.get("/ten.txt").unwrap().0, 200);
+    }
+    signal(&s, "TERM");
+    for c in &mut idle {
+        c.r.get_ref()
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let r = c.r.read_to_end(&mut rest);
+        assert!(
+            matches!(r, Ok(0)) && rest.is_empty(),
+            "an idle connection was not closed at shutdown: {r:?} {rest:?}"
+        );
+    }
+    let status = s.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{}", s.stderr());
+}
+
+#[test]
 fn slow_header_client_is_cut_off_while_others_are_served() {
     let s = Server::start(
         &site(

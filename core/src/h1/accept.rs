@@ -55,6 +55,76 @@ impl Shutdown {
     }
 }
 
+/// A worker's view of the shutdown broadcast, for the waits that happen
+/// once per request (an idle keep-alive connection, the next accept): a
+/// waiting task registers its waker once, and a wait costs a `Cell` read,
+/// with no lock and no atomic (the watch channel of [`Shutdown`] takes both
+/// at every wait). One per worker thread; [`worker`] starts it.
+pub(super) struct Idle {
+    started: Cell<bool>,
+    wakers: std::cell::RefCell<slab::Slab<std::task::Waker>>,
+}
+
+impl Idle {
+    fn new() -> Self {
+        Idle {
+            started: Cell::new(false),
+            wakers: std::cell::RefCell::new(slab::Slab::new()),
+        }
+    }
+
+    /// Shutdown started: every registered waiter wakes (and finds it so).
+    fn start(&self) {
+        self.started.set(true);
+        for (_, w) in self.wakers.borrow().iter() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// One task's registration with its worker's [`Idle`]: the waker is kept
+/// from the first wait until the registration is dropped.
+pub(super) struct IdleWait {
+    idle: Rc<Idle>,
+    key: Cell<Option<usize>>,
+}
+
+impl IdleWait {
+    pub(super) fn new(idle: Rc<Idle>) -> Self {
+        IdleWait {
+            idle,
+            key: Cell::new(None),
+        }
+    }
+
+    /// Completes once shutdown has started (at once if it already has).
+    pub(super) fn wait(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.idle.started.get() {
+                return std::task::Poll::Ready(());
+            }
+            let mut wakers = self.idle.wakers.borrow_mut();
+            match self.key.get() {
+                Some(k) => {
+                    if !wakers[k].will_wake(cx.waker()) {
+                        wakers[k] = cx.waker().clone();
+                    }
+                }
+                None => self.key.set(Some(wakers.insert(cx.waker().clone()))),
+            }
+            std::task::Poll::Pending
+        })
+    }
+}
+
+impl Drop for IdleWait {
+    fn drop(&mut self) {
+        if let Some(k) = self.key.get() {
+            self.idle.wakers.borrow_mut().remove(k);
+        }
+    }
+}
+
 impl ShutdownTx {
     /// Starts a graceful shutdown: accept loops stop, idle connections close.
     pub fn start(&self) {
@@ -267,6 +337,15 @@ async fn worker<F, Fut, S>(
     });
     let conn = Rc::new(settings.conn);
     let trusted = Rc::new(settings.trusted);
+    // the broadcast reaches this worker's waiters through one task
+    let idle = Rc::new(Idle::new());
+    let relay = {
+        let (idle, shutdown) = (idle.clone(), shutdown.clone());
+        actix_rt::spawn(async move {
+            shutdown.notified().await;
+            idle.start();
+        })
+    };
     let mut loops = Vec::new();
     for (addr, proxy_protocol, lst) in sockets {
         let Ok(svc) = service(addr).await else {
@@ -286,12 +365,13 @@ async fn worker<F, Fut, S>(
             conn.clone(),
             load.clone(),
             (settings.max_connections, proxied),
-            shutdown.clone(),
+            idle.clone(),
         )));
     }
     for l in loops {
         let _ = l.await;
     }
+    relay.abort();
     // the listeners are closed; open connections get the shutdown timeout
     let deadline = tokio::time::Instant::now() + settings.shutdown_timeout;
     load.watched.set(true);
@@ -311,29 +391,30 @@ async fn accept_loop<S>(
     conn: Rc<Settings>,
     load: Rc<Load>,
     (max, proxied): (usize, Option<Rc<crate::realip::TrustedProxies>>),
-    shutdown: Shutdown,
+    idle: Rc<Idle>,
 ) where
     S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error> + 'static,
 {
+    let shutdown = IdleWait::new(idle.clone());
     loop {
         // beyond max-connections, new connections wait in the backlog
         while load.open.get() >= max {
             load.watched.set(true);
             tokio::select! {
                 () = load.freed.notified() => {}
-                () = shutdown.notified() => return,
+                () = shutdown.wait() => return,
             }
         }
         let accepted = tokio::select! {
             r = lst.accept() => r,
-            () = shutdown.notified() => return,
+            () = shutdown.wait() => return,
         };
         match accepted {
             Ok((io, peer)) => {
                 #[cfg(not(target_os = "linux"))]
                 let _ = io.set_nodelay(true);
                 let open = Open::count(&load);
-                let (svc, conn, shutdown) = (svc.clone(), conn.clone(), shutdown.clone());
+                let (svc, conn, idle) = (svc.clone(), conn.clone(), idle.clone());
                 let proxied = proxied.clone();
                 actix_rt::spawn(async move {
                     // given back when the task ends, also by a panic
@@ -348,7 +429,7 @@ async fn accept_loop<S>(
                         // the connection's state (about 2.5 KiB) in one heap
                         // block: the task stays small, and tokio copies
                         // the whole task when it spawns and finishes one
-                        Box::pin(serve(io, peer, svc, conn, shutdown)).await;
+                        Box::pin(serve(io, peer, svc, conn, idle)).await;
                     }
                 });
             }
@@ -357,7 +438,7 @@ async fn accept_loop<S>(
                 tracing::error!("cannot accept a connection: {e}; pausing 500 ms");
                 tokio::select! {
                     () = actix_rt::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
-                    () = shutdown.notified() => return,
+                    () = shutdown.wait() => return,
                 }
             }
         }

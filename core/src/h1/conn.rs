@@ -92,17 +92,18 @@ enum End {
 }
 
 /// Serves one connection until it closes.
-pub async fn serve<S>(
+pub(super) async fn serve<S>(
     io: TcpStream,
     peer: Option<SocketAddr>,
     svc: Rc<S>,
     st: Rc<Settings>,
-    shutdown: super::accept::Shutdown,
+    idle: Rc<super::accept::Idle>,
 ) where
     S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error>,
 {
     let _guard = crate::stats::ConnectionGuard::new();
     let mut buf = BytesMut::new();
+    let shutdown = super::accept::IdleWait::new(idle);
     requests(io, peer, &svc, &st, &shutdown, &mut buf).await;
     // the read buffer serves the next connection of this worker
     pool::give(buf);
@@ -114,7 +115,7 @@ async fn requests<S>(
     peer: Option<SocketAddr>,
     svc: &S,
     st: &Settings,
-    shutdown: &super::accept::Shutdown,
+    shutdown: &super::accept::IdleWait,
     buf: &mut BytesMut,
 ) where
     S: Service<Request, Response = Response<BoxBody>, Error = actix_web::Error>,
@@ -280,7 +281,7 @@ async fn read_head(
     st: &Settings,
     first: bool,
     started: Instant,
-    shutdown: &super::accept::Shutdown,
+    shutdown: &super::accept::IdleWait,
 ) -> Result<Option<Parsed>, End> {
     let mut head_since = if first { Some(started) } else { None };
     loop {
@@ -302,7 +303,7 @@ async fn read_head(
             let ready = tokio::select! {
                 r = timeout_at(deadline, io.readable()) => r,
                 // an idle connection closes at shutdown; one mid-head gets its deadline
-                () = shutdown.notified(), if head_since.is_none() => return Ok(None),
+                () = shutdown.wait(), if head_since.is_none() => return Ok(None),
             };
             match ready {
                 Ok(Ok(())) => {
