@@ -704,7 +704,8 @@ async fn send_body(
                     }
                 }
                 if chunked {
-                    w.put_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                    put_hex(&mut w, chunk.len());
+                    w.put_slice(b"\r\n");
                 }
                 if w.len() + chunk.len() <= COALESCE {
                     w.put_slice(&chunk);
@@ -830,6 +831,23 @@ mod zero_copy {
 
 use crate::buffers as pool;
 
+/// Appends `n` in lowercase hexadecimal (a chunk size, RFC 9112 §7.1),
+/// without allocating.
+fn put_hex(w: &mut BytesMut, n: usize) {
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    w.put_slice(&digits[at..]);
+}
+
 /// Decimal digits of `n` without allocating.
 fn itoa(n: u64) -> ItoaBuf {
     let mut b = ItoaBuf([0; 20], 20);
@@ -878,6 +896,22 @@ fn count_timeout() {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn put_hex_writes_lowercase_hexadecimal() {
+        for (n, hex) in [
+            (0, "0"),
+            (9, "9"),
+            (10, "a"),
+            (255, "ff"),
+            (4096, "1000"),
+            (usize::MAX, "ffffffffffffffff"),
+        ] {
+            let mut w = bytes::BytesMut::new();
+            super::put_hex(&mut w, n);
+            assert_eq!(&w[..], hex.as_bytes());
+        }
+    }
+
     #[test]
     fn itoa_writes_decimal() {
         for n in [0u64, 7, 10, 151, 104_857_600, u64::MAX] {
