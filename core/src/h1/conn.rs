@@ -609,13 +609,36 @@ async fn write_response(
         pool::give(w);
         return Ok(keep);
     }
+    // a body of bytes (a cached file, a proxied answer that came whole):
+    // written here, without the polling of `send_body`
+    let body = match sendfile {
+        Some(_) => body,
+        None => match body.try_into_bytes() {
+            Ok(b) if size == BodySize::Sized(b.len() as u64) => {
+                if is_head || w.len() + b.len() <= COALESCE {
+                    if !is_head {
+                        w.put_slice(&b);
+                    }
+                    send_last(io, &w, st, closing).await?;
+                } else {
+                    send_pair(io, &w, &b, st).await?;
+                }
+                pool::give(w);
+                return Ok(keep);
+            }
+            Ok(b) => BoxBody::new(b),
+            Err(body) => body,
+        },
+    };
     let out = BodyOut {
         size,
         chunked,
         is_head,
         closing,
     };
-    let complete = send_body(io, w, body, out, sendfile, st).await?;
+    // boxed: a streamed body allocates anyway, and its state would make
+    // every connection's larger by about 800 bytes
+    let complete = Box::pin(send_body(io, w, body, out, sendfile, st)).await?;
     Ok(keep && complete)
 }
 
