@@ -609,12 +609,34 @@ async fn write_response(
         pool::give(w);
         return Ok(keep);
     }
-    // a body of bytes (a cached file, a proxied answer that came whole):
-    // written here, without the polling of `send_body`
-    let body = match sendfile {
-        Some(_) => body,
-        None => match body.try_into_bytes() {
-            Ok(b) if size == BodySize::Sized(b.len() as u64) => {
+    // a body of bytes (a cached file, a proxied answer that came whole), or
+    // a stream that yields all of it and its end at once (the same, counted
+    // for the access log): written here, without `send_body`
+    let out = BodyOut {
+        size,
+        chunked,
+        is_head,
+        closing,
+    };
+    // (in a block: what is moved into the boxed `send_body` takes no room
+    // in this future's state)
+    let streamed = {
+        let (body, first) = match (&sendfile, size) {
+            (None, BodySize::Sized(n)) => match body.try_into_bytes() {
+                Ok(b) if b.len() as u64 == n => (BoxBody::new(()), First::Whole(b)),
+                Ok(b) => (BoxBody::new(b), First::Polled([None, None])),
+                Err(mut body) => {
+                    let first = std::future::poll_fn(|cx| {
+                        std::task::Poll::Ready(first_items(&mut body, n, cx))
+                    })
+                    .await;
+                    (body, first)
+                }
+            },
+            _ => (body, First::Polled([None, None])),
+        };
+        match first {
+            First::Whole(b) => {
                 if is_head || w.len() + b.len() <= COALESCE {
                     if !is_head {
                         w.put_slice(&b);
@@ -624,22 +646,46 @@ async fn write_response(
                     send_pair(io, &w, &b, st).await?;
                 }
                 pool::give(w);
+                // a counted body runs the log phase when it is dropped:
+                // after its bytes went out
+                drop(body);
                 return Ok(keep);
             }
-            Ok(b) => BoxBody::new(b),
-            Err(body) => body,
-        },
+            // boxed: a streamed body allocates anyway, and its state would
+            // make every connection's larger by about 800 bytes
+            First::Polled(pre) => Box::pin(send_body(io, w, body, pre, out, sendfile, st)),
+        }
     };
-    let out = BodyOut {
-        size,
-        chunked,
-        is_head,
-        closing,
-    };
-    // boxed: a streamed body allocates anyway, and its state would make
-    // every connection's larger by about 800 bytes
-    let complete = Box::pin(send_body(io, w, body, out, sendfile, st)).await?;
+    let complete = streamed.await?;
     Ok(keep && complete)
+}
+
+/// One item of a response body, as `poll_next` yields it.
+type Polled = Option<Result<bytes::Bytes, Box<dyn std::error::Error>>>;
+
+/// What the first polls of a body of `n` announced bytes gave.
+enum First {
+    /// All of it, and then its end.
+    Whole(bytes::Bytes),
+    /// Anything else: the items polled, in order, for `send_body`.
+    Polled([Option<Polled>; 2]),
+}
+
+/// Polls `body` (announced as `n` bytes) once, and a second time when the
+/// first item was all of it: a counted body of bytes (the access log's)
+/// yields both at once.
+fn first_items(body: &mut BoxBody, n: u64, cx: &mut std::task::Context<'_>) -> First {
+    use std::task::Poll;
+    let mut poll = || std::pin::Pin::new(&mut *body).poll_next(cx);
+    match poll() {
+        Poll::Ready(Some(Ok(b))) if b.len() as u64 == n => match poll() {
+            Poll::Ready(None) => First::Whole(b),
+            Poll::Ready(next) => First::Polled([Some(Some(Ok(b))), Some(next)]),
+            Poll::Pending => First::Polled([Some(Some(Ok(b))), None]),
+        },
+        Poll::Ready(next) => First::Polled([Some(next), None]),
+        Poll::Pending => First::Polled([None, None]),
+    }
 }
 
 /// How a response body goes out.
@@ -656,13 +702,15 @@ struct BodyOut {
 }
 
 /// Polls the body to its end and writes it (nothing for HEAD, whose body is
-/// still polled so that the log phase sees it complete). `false` when the body
-/// failed or was shorter than announced: the connection must close, and a
-/// chunked body gets no last-chunk, so it never looks complete.
+/// still polled so that the log phase sees it complete); `pre` holds what
+/// was polled of it already, in order. `false` when the body failed or was
+/// shorter than announced: the connection must close, and a chunked body
+/// gets no last-chunk, so it never looks complete.
 async fn send_body(
     io: &mut TcpStream,
     mut w: BytesMut,
     body: BoxBody,
+    pre: [Option<Polled>; 2],
     out: BodyOut,
     sendfile: Option<crate::body::SendFile>,
     st: &Settings,
@@ -676,6 +724,7 @@ async fn send_body(
     let mut body = std::pin::pin!(body);
     let mut sent: u64 = 0;
     let mut first = None;
+    let mut pre = pre.into_iter().flatten();
     if let (Some(sf), BodySize::Sized(_), false) = (&sendfile, size, chunked) {
         sf.offer();
         let next = std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await;
@@ -693,7 +742,7 @@ async fn send_body(
         }
     }
     loop {
-        let next = match first.take() {
+        let next = match first.take().or_else(|| pre.next()) {
             Some(n) => n,
             None => {
                 let ready =
@@ -919,6 +968,57 @@ fn count_timeout() {
 
 #[cfg(test)]
 mod tests {
+    use super::{first_items, First};
+    use actix_http::body::{BoxBody, SizedStream};
+    use bytes::Bytes;
+
+    /// A body announced as `n` bytes that yields `parts`, each at once.
+    fn stream(n: u64, parts: &[&'static str]) -> BoxBody {
+        struct Parts(std::collections::VecDeque<&'static str>);
+        impl futures_core::Stream for Parts {
+            type Item = Result<Bytes, std::convert::Infallible>;
+            fn poll_next(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Option<Self::Item>> {
+                std::task::Poll::Ready(
+                    self.0
+                        .pop_front()
+                        .map(|p| Ok(Bytes::from_static(p.as_bytes()))),
+                )
+            }
+        }
+        BoxBody::new(SizedStream::new(n, Parts(parts.iter().copied().collect())))
+    }
+
+    fn first(n: u64, parts: &[&'static str]) -> First {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        first_items(&mut stream(n, parts), n, &mut cx)
+    }
+
+    #[test]
+    fn a_stream_whole_at_once_is_taken_whole() {
+        assert!(matches!(first(3, &["abc"]), First::Whole(b) if b == "abc"));
+    }
+
+    #[test]
+    fn other_streams_keep_what_was_polled_in_order() {
+        // a first part, not all of it: polled once
+        match first(3, &["ab", "c"]) {
+            First::Polled([Some(Some(Ok(a))), None]) => assert_eq!(a, "ab"),
+            _ => panic!("first part"),
+        }
+        // all of it, then more than announced: both kept for send_body
+        match first(3, &["abc", "d"]) {
+            First::Polled([Some(Some(Ok(a))), Some(Some(Ok(b)))]) => {
+                assert_eq!((a, b), ("abc".into(), "d".into()))
+            }
+            _ => panic!("more than announced"),
+        }
+        // an empty stream announced with bytes: its end is kept
+        assert!(matches!(first(3, &[]), First::Polled([Some(None), None])));
+    }
+
     #[test]
     fn put_hex_writes_lowercase_hexadecimal() {
         for (n, hex) in [
