@@ -154,10 +154,6 @@ async fn requests<S>(
         let version = head.version;
         let framing = head.framing;
         let mut keep = head.keep_alive && st.keep_alive.is_some();
-        // a client that asked to close and sent no body should send nothing
-        // more (RFC 9112 §9.6): its close looks for unread bytes only in
-        // what the event loop has seen, with no system call
-        let client_done = !head.keep_alive && framing == Framing::None;
         // A client waiting for 100 Continue gets the final answer instead and
         // a close: its body may or may not follow (RFC 9110 §10.1.1).
         // an HTTP/1.0 client never gets a 1xx (RFC 9110 §10.1.1, §15.2)
@@ -259,7 +255,6 @@ async fn requests<S>(
         }
         match written {
             Ok(true) if keep => {}
-            Ok(_) if client_done && buf.is_empty() && !seen_readable(&io) => return,
             Ok(_) => return linger_close(&mut io, buf).await,
             Err(_) => return,
         }
@@ -482,13 +477,16 @@ const LINGER_READ: Duration = Duration::from_secs(2);
 /// closes too, or for at most [`LINGER_TOTAL`]. Closing with unread bytes in
 /// the receive queue makes the kernel send RST, which destroys response bytes
 /// the client has not read yet (RFC 9112 §9.6). When nothing is pending (no
-/// unparsed bytes, none in the socket) the close is immediate, as nginx
-/// decides in `ngx_http_finalize_connection`.
+/// unparsed bytes, none in the socket) the close follows at once, as nginx
+/// decides in `ngx_http_finalize_connection`. The FIN always leaves first,
+/// with what the last write held back (`MSG_MORE`): bytes the client sends
+/// between the look and the close can then reset the connection, but no
+/// longer destroy the response.
 async fn linger_close(io: &mut TcpStream, buf: &mut BytesMut) {
-    if buf.is_empty() && !pending_input(io) {
+    if io.shutdown().await.is_err() {
         return;
     }
-    if io.shutdown().await.is_err() {
+    if buf.is_empty() && !pending_input(io) {
         return;
     }
     let end = Instant::now() + LINGER_TOTAL;
@@ -504,15 +502,6 @@ async fn linger_close(io: &mut TcpStream, buf: &mut BytesMut) {
         }
     }
     pool::give(std::mem::take(buf));
-}
-
-/// Whether the event loop has seen the socket readable since its last
-/// drained read: bytes may be waiting (nginx's `rev->ready`, which decides
-/// its lingering close the same way). No system call; bytes that arrive
-/// after the loop last looked are not seen.
-fn seen_readable(io: &TcpStream) -> bool {
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    io.poll_read_ready(&mut cx).is_ready()
 }
 
 /// Whether the client has sent bytes not read yet, asked of the kernel (one
