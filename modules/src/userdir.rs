@@ -22,8 +22,8 @@
 //! Anything else passes on with the vhost's document root, as in lighttpd: an
 //! invalid name (`/~../`, `/~.x/`, longer than 32 bytes), an excluded or not
 //! included user, an unknown user, or a user without the directory. The
-//! password lookup runs on the worker thread for each `/~` request; with a
-//! slow NSS source set `basepath`.
+//! password lookup runs on the worker thread, once per name and minute
+//! ([`HOME_TTL`], unknown names too); with a slow NSS source set `basepath`.
 
 use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -181,7 +181,7 @@ impl Userdir {
             Some(base) if self.letterhomes => Some(base.join(&name[..1]).join(name)),
             Some(base) => Some(base.join(name)),
             None => {
-                let (home, uid) = home_of(name)?;
+                let (home, uid) = home_of_cached(name)?;
                 let named = self.include.iter().any(|u| u == name);
                 (uid >= FIRST_UID || named).then_some(home)
             }
@@ -221,6 +221,47 @@ impl Module for Userdir {
         let _ = cx.set_document_root(root, &prefix);
         Outcome::Continue
     }
+}
+
+/// How long a worker keeps an answer of the password database (seconds):
+/// a user added, removed or moved is seen within it, as lighttpd's stat
+/// cache sees a changed file within its own. Unknown names are kept too, so
+/// that requests for random names do not each reach NSS.
+pub const HOME_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Names kept per worker; the cache is emptied when it is full, so names
+/// from requests cannot grow it without bound.
+const HOME_CACHE: usize = 1024;
+
+/// One worker's answers: name -> (answer, when it was asked).
+type Homes = std::collections::HashMap<String, (Option<(PathBuf, u32)>, std::time::Instant)>;
+
+thread_local! {
+    static HOMES: std::cell::RefCell<Homes> = std::cell::RefCell::new(Homes::new());
+}
+
+/// [`home_of`], answered from this worker's cache when asked less than
+/// [`HOME_TTL`] ago.
+fn home_of_cached(user: &str) -> Option<(PathBuf, u32)> {
+    let now = std::time::Instant::now();
+    let kept = HOMES.with(|h| {
+        h.borrow()
+            .get(user)
+            .filter(|(_, at)| now.duration_since(*at) < HOME_TTL)
+            .map(|(answer, _)| answer.clone())
+    });
+    if let Some(answer) = kept {
+        return answer;
+    }
+    let answer = home_of(user);
+    HOMES.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.len() >= HOME_CACHE {
+            h.clear();
+        }
+        h.insert(user.to_owned(), (answer.clone(), now));
+    });
+    answer
 }
 
 /// The home directory and uid of `user` in the password database
@@ -265,6 +306,32 @@ pub fn home_of(user: &str) -> Option<(PathBuf, u32)> {
 mod tests {
     use super::*;
     use crate::doc_root::testing;
+
+    #[test]
+    fn password_answers_are_kept_per_name_and_the_cache_stays_bounded() {
+        // root is in every password database; a name no database has
+        let root = home_of_cached("root");
+        assert_eq!(root, home_of("root"));
+        assert_eq!(home_of_cached("no-such-user-x9"), None);
+        HOMES.with(|h| {
+            let h = h.borrow();
+            assert!(h.contains_key("root") && h.contains_key("no-such-user-x9"));
+        });
+        // an answer older than HOME_TTL is asked again
+        HOMES.with(|h| {
+            let mut h = h.borrow_mut();
+            let old = std::time::Instant::now()
+                .checked_sub(HOME_TTL + std::time::Duration::from_secs(1))
+                .expect("the monotonic clock is older than a minute");
+            h.insert("root".into(), (None, old));
+        });
+        assert_eq!(home_of_cached("root"), root);
+        // full: emptied before the next name goes in
+        for i in 0..HOME_CACHE + 10 {
+            let _ = home_of_cached(&format!("no-such-user-{i}"));
+        }
+        HOMES.with(|h| assert!(h.borrow().len() <= HOME_CACHE));
+    }
 
     #[test]
     fn user_names() {
