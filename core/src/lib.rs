@@ -44,6 +44,7 @@ pub mod rule;
 pub mod server;
 pub mod stats;
 pub mod supervisor;
+pub mod timer_floor;
 pub mod tls;
 pub mod upgrade;
 pub mod upstream;

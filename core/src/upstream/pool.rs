@@ -176,6 +176,8 @@ impl Pool {
         self: &Rc<Self>,
         resolved: Option<std::net::SocketAddr>,
     ) -> Result<Lease, LeaseError> {
+        // the exchange's timeouts (connect, send, read) then wake no one
+        crate::timer_floor::touch();
         // the clock is read only when the pool is full
         let mut deadline = None;
         loop {
