@@ -666,6 +666,34 @@ fn blocking_hooks_run_off_the_worker_threads() {
 }
 
 #[test]
+fn a_proxy_behind_blocking_hooks_is_a_clean_500_not_a_panic() {
+    // blocking hooks run the pipeline on tokio's blocking pool, where an
+    // asynchronous content handler cannot run: the request gets 500 and one
+    // error line, and nothing on that thread panics (the upstream's timer
+    // floor spawns no task there)
+    let d_marker = TempDir::new("marker");
+    let marker = d_marker.path().join("go");
+    std::fs::write(&marker, "").unwrap();
+    let path = lib("tessera-fixture-blocking");
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+         [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n\n\
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"proxy\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.proxy]\nupstream = \"app\"\n",
+        marker.display()
+    );
+    let s = Server::start(&cfg, |_| {});
+    for _ in 0..3 {
+        assert_eq!(s.get("/x").status, 500);
+    }
+    let err = s.stderr();
+    assert!(
+        err.contains("cannot run in a vhost whose plugins may block"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn reload_keeps_old_config_when_a_library_changed_on_disk() {
     // A private copy of the echo fixture, so that changing it touches no other test.
     let d = TempDir::new("plugcopy");

@@ -32,11 +32,14 @@ thread_local! {
 
 /// Called before arming a per-request timeout of [`STEP`] or more (an
 /// upstream exchange): starts this worker's floor task if it is not running
-/// (one spawn per busy spell), else only marks the worker busy. Must run on
-/// an actix worker (inside its `LocalSet`): it spawns a local task.
+/// (one spawn per busy spell), else only marks the worker busy. Off an
+/// actix worker (a thread of tokio's blocking pool, where a vhost whose
+/// plugins may block runs its requests) it does nothing: no task can be
+/// spawned there, and no event loop is woken.
 pub fn touch() {
     BUSY.with(|b| b.set(true));
-    if !RUNNING.with(|r| r.replace(true)) {
+    if !RUNNING.with(Cell::get) && actix_rt::Arbiter::try_current().is_some() {
+        RUNNING.with(|r| r.set(true));
         actix_rt::spawn(floor());
     }
 }
@@ -65,6 +68,17 @@ fn stepped() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn off_a_worker_nothing_is_spawned() {
+        // a plain thread, as tokio's blocking pool's: no LocalSet, no arbiter
+        std::thread::spawn(|| {
+            touch();
+            assert!(!RUNNING.with(Cell::get));
+        })
+        .join()
+        .expect("touch off a worker does not panic");
+    }
 
     #[actix_rt::test]
     async fn the_floor_runs_while_touched_and_stops_after_a_quiet_step() {
