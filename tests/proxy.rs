@@ -248,6 +248,43 @@ fn a_refused_upstream_is_502_and_a_slow_one_504() {
     assert_eq!(s.get("/api/name").text(), "a");
 }
 
+/// A listener whose accept queue is full (backlog 0, filled, never
+/// accepted): the kernel drops further SYNs, so a connect to it hangs.
+fn unaccepting_listener() -> (socket2::Socket, Vec<socket2::Socket>, u16) {
+    use socket2::{Domain, Socket, Type};
+    let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    l.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    l.listen(0).unwrap();
+    let addr = l.local_addr().unwrap();
+    let port = addr.as_socket().unwrap().port();
+    let fill = (0..4)
+        .map(|_| {
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+            s.set_nonblocking(true).unwrap();
+            let _ = s.connect(&addr);
+            s
+        })
+        .collect();
+    (l, fill, port)
+}
+
+#[test]
+fn a_connect_timeout_is_504_after_every_server_was_tried() {
+    let (_listener, _fill, port) = unaccepting_listener();
+    let s = proxy_server(&[format!("127.0.0.1:{port}")], "connect-timeout = 1", "");
+    let started = std::time::Instant::now();
+    let r = s.get("/api/name");
+    assert_eq!(r.status, 504, "{}", s.stderr());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(s.stderr().contains("timed out"), "{}", s.stderr());
+}
+
 #[test]
 fn with_one_of_two_upstreams_down_every_request_succeeds() {
     let app = App::start("b");

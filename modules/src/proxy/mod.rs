@@ -231,9 +231,12 @@ impl Inner {
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
         let idempotent = is_idempotent(req.method());
         let mut stale_retried = false;
+        // when every server has failed, the last failure's status: a connect
+        // timeout is 504 as in nginx, not "no server left" (502)
+        let mut last = StatusCode::BAD_GATEWAY;
         loop {
             let Some(pick) = self.upstream.pick(client_ip, &tried) else {
-                return error_response(StatusCode::BAD_GATEWAY);
+                return error_response(last);
             };
             tried.push(pick.index);
             let head = self.request_head(cx, (&path, query), pick.index);
@@ -286,6 +289,7 @@ impl Inner {
             );
             pick.failed();
             if retry && !has_body {
+                last = status;
                 continue;
             }
             return error_response(status);
