@@ -229,8 +229,7 @@ fn parse_at(
         // or NUL; obs-fold is a parse error there
         let name = HeaderName::from_bytes(h.name.as_bytes())
             .map_err(|_| HeadError::BadRequest("invalid field name"))?;
-        let value = HeaderValue::from_maybe_shared(slice(h.value))
-            .map_err(|_| HeadError::BadRequest("invalid field value"))?;
+        let value = parsed_value(slice(h.value));
         if name == actix_http::header::CONTENT_LENGTH {
             let v = parse_content_length(h.value)?;
             if content_length.is_some() {
@@ -360,6 +359,22 @@ pub fn content_length(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// A field value that httparse accepted (in a request or a response), as a
+/// `HeaderValue` without checking its bytes a second time: httparse admits
+/// HTAB, SP to `~` and obs-text (0x80 to 0xFF) in a field value (RFC 9110
+/// §5.5), the very bytes `HeaderValue::from_bytes` admits; the unit test
+/// `httparse_and_header_value_admit_the_same_bytes` holds the two crates to
+/// that. About 90 instructions per field. Other bytes must not be passed
+/// (debug builds check).
+#[allow(unsafe_code)]
+pub fn parsed_value(value: Bytes) -> HeaderValue {
+    debug_assert!(HeaderValue::from_bytes(&value).is_ok());
+    // SAFETY: `from_maybe_shared_unchecked` only skips the byte check
+    // (an invalid byte could end up in a head written out, no memory is at
+    // stake), and httparse has made it, for the same set of bytes.
+    unsafe { HeaderValue::from_maybe_shared_unchecked(value) }
+}
+
 /// The non-empty items of a comma-separated list field, trimmed.
 fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',')
@@ -370,6 +385,35 @@ fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn httparse_and_header_value_admit_the_same_bytes() {
+        // whether httparse takes `x: a<b>a` whole in a head starting `first`
+        let takes = |first: &[u8], value: &[u8], request: bool| {
+            let head = [first, b"\r\nx: ", value, b"\r\n\r\n"].concat();
+            let mut fields = [httparse::EMPTY_HEADER; 4];
+            let parsed = if request {
+                httparse::Request::new(&mut fields).parse(&head)
+            } else {
+                httparse::Response::new(&mut fields).parse(&head)
+            };
+            matches!(parsed, Ok(httparse::Status::Complete(_))) && fields[0].value == value
+        };
+        for b in 0..=255u8 {
+            let value = [b'a', b, b'a'];
+            let admitted = HeaderValue::from_bytes(&value).is_ok();
+            assert_eq!(
+                takes(b"GET / HTTP/1.1", &value, true),
+                admitted,
+                "request, byte {b:#04x}"
+            );
+            assert_eq!(
+                takes(b"HTTP/1.1 200 OK", &value, false),
+                admitted,
+                "response, byte {b:#04x}"
+            );
+        }
+    }
 
     fn p(raw: &str) -> Result<Option<(Head, usize)>, HeadError> {
         parse(

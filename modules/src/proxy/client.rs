@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_core::Stream;
 use std::future::Future;
-use tessera_core::actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+use tessera_core::actix_web::http::header::{HeaderMap, HeaderName};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::h1::chunked::Decoder;
@@ -371,8 +371,7 @@ async fn read_head(
                     drop(named);
                     let shared = buf.split_to(n).freeze();
                     for (name, from, to) in fields {
-                        let value = HeaderValue::from_maybe_shared(shared.slice(from..to))
-                            .map_err(|_| Failure::BadResponse("a header value is invalid"))?;
+                        let value = tessera_core::h1::head::parsed_value(shared.slice(from..to));
                         h.append(name, value);
                     }
                     return Ok(head);
