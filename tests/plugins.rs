@@ -675,9 +675,14 @@ fn a_proxy_behind_blocking_hooks_is_a_clean_500_not_a_panic() {
     let marker = d_marker.path().join("go");
     std::fs::write(&marker, "").unwrap();
     let path = lib("tessera-fixture-blocking");
+    // an upstream that takes connections and never answers: the exchange
+    // cannot end within the one poll a blocking-pool request gets (a
+    // refused port can fail at once, which is a plain 502)
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = silent.local_addr().unwrap();
     let cfg = format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
-         [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n\n\
+         [[upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n\n\
          [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"proxy\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.proxy]\nupstream = \"app\"\n",
         marker.display()
     );
