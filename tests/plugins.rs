@@ -666,36 +666,32 @@ fn blocking_hooks_run_off_the_worker_threads() {
 }
 
 #[test]
-fn a_proxy_behind_blocking_hooks_is_a_clean_500_not_a_panic() {
-    // blocking hooks run the pipeline on tokio's blocking pool, where an
-    // asynchronous content handler cannot run: the request gets 500 and one
-    // error line, and nothing on that thread panics (the upstream's timer
-    // floor spawns no task there)
-    let d_marker = TempDir::new("marker");
-    let marker = d_marker.path().join("go");
-    std::fs::write(&marker, "").unwrap();
+fn blocking_hooks_and_an_asynchronous_handler_in_one_vhost_are_refused() {
+    // a vhost whose plugins may block runs its requests on tokio's blocking
+    // pool, where an asynchronous content handler cannot wait for its
+    // upstream: `tessera -t` refuses the vhost, naming both modules
     let path = lib("tessera-fixture-blocking");
-    // an upstream that takes connections and never answers: the exchange
-    // cannot end within the one poll a blocking-pool request gets (a
-    // refused port can fail at once, which is a plain 502)
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let upstream = silent.local_addr().unwrap();
-    let cfg = format!(
-        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
-         [[upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n\n\
-         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"proxy\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.proxy]\nupstream = \"app\"\n",
-        marker.display()
+    let d = TempDir::new("blockasync");
+    let f = d.write(
+        "server.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n\n\
+             [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"go\"\n\n\
+             [[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n[vhost.rule.proxy]\nupstream = \"app\"\n"
+        ),
     );
-    let s = Server::start(&cfg, |_| {});
-    for _ in 0..3 {
-        assert_eq!(s.get("/x").status, 500);
-    }
-    let err = s.stderr();
+    d.mkdir("www");
+    let out = crate::util::check_config(&f);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("cannot run in a vhost whose plugins may block"),
+        err.contains("vhost \"slow.test\"")
+            && err.contains("modules")
+            && err.contains("blocking may block")
+            && err.contains("proxy answers asynchronously"),
         "{err}"
     );
-    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

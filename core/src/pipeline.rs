@@ -46,6 +46,14 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// Whether an instance of it, vhost-wide or in a rule, has `hook`.
+    fn has(&self, hook: Hooks) -> bool {
+        self.vhost_instance
+            .iter()
+            .chain(self.rule_instances.iter().map(|(_, m)| m))
+            .any(|m| m.hooks().contains(hook))
+    }
+
     /// The instance that runs for a request whose matching rules are
     /// `matched` (indices, in order): the first matching rule's that has a
     /// table for this module, with that rule's index, else the vhost's (with
@@ -84,14 +92,7 @@ impl Pipeline {
             .filter_map(|s| s.vhost_instance.as_ref())
             .map(|m| (m.hooks(), m.clone()))
             .collect();
-        let any = |hook: Hooks| {
-            slots.iter().any(|s| {
-                s.vhost_instance
-                    .iter()
-                    .chain(s.rule_instances.iter().map(|(_, m)| m))
-                    .any(|m| m.hooks().contains(hook))
-            })
-        };
+        let any = |hook: Hooks| slots.iter().any(|s| s.has(hook));
         Pipeline {
             may_block: any(Hooks::BLOCKING),
             may_async: any(Hooks::ASYNC),
@@ -99,6 +100,16 @@ impl Pipeline {
             slots,
             base,
         }
+    }
+
+    /// The names of the modules some instance of which (vhost-wide or in a
+    /// rule) has `hook`, in pipeline order.
+    pub fn names_with(&self, hook: Hooks) -> Vec<&str> {
+        self.slots
+            .iter()
+            .filter(|s| s.has(hook))
+            .map(|s| s.name.as_str())
+            .collect()
     }
 
     /// Indices of the rules that match, in order, up to and including the first

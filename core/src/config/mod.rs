@@ -1063,6 +1063,23 @@ fn build_vhost(
             "the default vhost answers on every listener: it cannot have listen",
         ));
     }
+    let pipeline = Pipeline::new(rules, slots);
+    if pipeline.may_block && pipeline.may_async {
+        // such a vhost's requests run on the blocking pool, where nothing
+        // can wait for an upstream: every request would be a 500
+        return Err(e.at(
+            "modules",
+            format!(
+                "{} may block (a plugin with FLAG_MAY_BLOCK) and {} answers asynchronously: \
+                 they cannot share a vhost (an asynchronous content handler cannot run on \
+                 the blocking pool); put them in separate vhosts",
+                pipeline
+                    .names_with(crate::module::Hooks::BLOCKING)
+                    .join(", "),
+                pipeline.names_with(crate::module::Hooks::ASYNC).join(", "),
+            ),
+        ));
+    }
     Ok((
         Vhost {
             info,
@@ -1071,7 +1088,7 @@ fn build_vhost(
             listen: listen.into(),
             names_see_port,
             label,
-            pipeline: Pipeline::new(rules, slots),
+            pipeline,
         },
         is_default,
         tls,
