@@ -674,7 +674,7 @@ fn blocking_hooks_and_an_asynchronous_handler_in_one_vhost_are_refused() {
     let d = TempDir::new("blockasync");
     let f = d.write(
         "server.toml",
-        &format!(
+        format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
              [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n\n\
              [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"go\"\n\n\
