@@ -53,8 +53,11 @@ pub struct Settings {
     pub drain_limit: u64,
 }
 
-/// Size of the read buffer taken when a connection becomes readable.
-const READ_CHUNK: usize = crate::buffers::SIZE;
+/// The room a read asks for when its buffer has less than 1 KiB free, bytes
+/// (4 KiB). A pooled buffer starts at 1 KiB ([`crate::buffers::SIZE`], a
+/// head's worth); a request body or a pipelined burst grows it by this much,
+/// so that a body is read 4 KiB per `recv`, not 1 KiB.
+const READ_CHUNK: usize = 4096;
 
 /// Bodies up to this size are copied behind the head and leave in one write
 /// (a streamed body: until the stream has nothing ready, see `send_body`).
@@ -957,7 +960,32 @@ fn count_timeout() {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_items, First};
+    use super::{fill, first_items, First};
+
+    #[actix_rt::test]
+    async fn a_body_is_read_more_than_a_pooled_buffer_at_a_time() {
+        use tokio::io::AsyncWriteExt;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = actix_rt::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = l.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let mut server = actix_rt::net::TcpStream::from_std(server).unwrap();
+        client.write_all(&[b'x'; 64 * 1024]).await.unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut buf = crate::buffers::take();
+        assert!(fill(&mut server, &mut buf, deadline).await);
+        // the body's bytes are handed on (split off), as the engine does
+        let first = buf.split().freeze();
+        assert!(fill(&mut server, &mut buf, deadline).await);
+        assert!(
+            buf.len() > crate::buffers::SIZE,
+            "after {} bytes, a read of {}",
+            first.len(),
+            buf.len()
+        );
+    }
     use actix_http::body::{BoxBody, SizedStream};
     use bytes::Bytes;
 
