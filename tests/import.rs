@@ -785,6 +785,44 @@ fn debian_default_configuration_behaves_like_lighttpd() {
 /// Issue 11 #10: `-o` never replaces an existing file unless `--force` is
 /// given; the refused file is left byte for byte as it was.
 #[test]
+fn a_missing_alias_directory_is_a_warning_naming_it() {
+    // lighttpd alias.url: the one directory that is missing is named
+    let dir = TempDir::new("import-alias");
+    let present = dir.path().join("present");
+    std::fs::create_dir(&present).unwrap();
+    let gone = dir.path().join("gone");
+    let conf = dir.write(
+        "lighttpd.conf",
+        format!(
+            "server.document-root = \"{}\"\nserver.port = 8080\nserver.modules = (\"mod_alias\")\n\
+             alias.url = ( \"/a/\" => \"{}/\", \"/b/\" => \"{}/\" )\n",
+            dir.path().display(),
+            present.display(),
+            gone.display()
+        ),
+    );
+    let (_, report) = import("lighttpd", &conf, &dir.path().join("out.toml"));
+    assert!(
+        report.contains(&format!(
+            "{}/ does not exist on this machine",
+            gone.display()
+        )),
+        "{report}"
+    );
+    assert!(
+        !report.contains(&format!("{}/ does not exist", present.display())),
+        "{report}"
+    );
+    // Cherokee: a rule's own document_root (sahana-eden's static files)
+    let conf = legacy_dir().join("cherokee/sahana-eden/cherokee.conf");
+    let (_, report) = import("cherokee", &conf, &dir.path().join("out2.toml"));
+    assert!(
+        report.contains("/home/web2py/applications/eden/static/ does not exist on this machine"),
+        "{report}"
+    );
+}
+
+#[test]
 fn output_refuses_to_overwrite_without_force() {
     let dir = TempDir::new("import-force");
     let root = dir.mkdir("www");

@@ -249,11 +249,13 @@ pub(super) fn rule_options(
                         _ => "/".to_owned(),
                     };
                     let dir = format!("{}/", v.trim_end_matches('/'));
-                    tr.report.translated(
-                        &src,
-                        &what,
-                        format!("alias paths = {{ \"{prefix}\" = \"{dir}\" }} in this rule"),
-                    );
+                    let alias =
+                        format!("alias paths = {{ \"{prefix}\" = \"{dir}\" }} in this rule");
+                    tr.report.translated(&src, &what, alias);
+                    // as for a vhost's document root: translated, and a warning
+                    if !Path::new(&dir).is_dir() {
+                        tr.report.approximated(&src, &what, format!("{dir} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)"));
+                    }
                     push(
                         opts,
                         "alias",

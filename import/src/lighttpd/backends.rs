@@ -10,6 +10,7 @@ use super::proxy::{backend_addr, BACKEND_KEYS};
 use super::Tr;
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};
+use std::path::Path;
 
 /// The module a gateway option's entries go to: `fastcgi`, or for
 /// `scgi.server` `scgi` or `uwsgi` (lighttpd's `"proto"`).
@@ -189,7 +190,16 @@ impl Tr<'_> {
             }
             "alias.url" => {
                 let pairs = val.as_pairs();
+                let missing: Vec<&str> = pairs
+                    .iter()
+                    .map(|(_, d)| d.as_str())
+                    .filter(|d| !Path::new(d).is_dir())
+                    .collect();
                 report.translated(src, key, "alias paths (the longest matching prefix wins; lighttpd refuses overlapping prefixes in the wrong order, so the answer is the same)");
+                // as for a document root: translated, and a warning
+                if !missing.is_empty() {
+                    report.approximated(src, key, format!("{} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)", missing.join(", ")));
+                }
                 vec![opt(
                     "alias",
                     "paths",
