@@ -103,6 +103,17 @@ impl Report {
         self.push(src, Outcome::Translated, what, message);
     }
 
+    /// Records that `path` (a document root, an alias directory, a user file)
+    /// is missing on the importing machine: a warning, since `tessera -t`
+    /// refuses the output until it exists.
+    pub fn missing(&mut self, src: &Src, what: &str, path: &str) {
+        self.approximated(
+            src,
+            what,
+            format!("{path} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)"),
+        );
+    }
+
     /// Records an approximation (a warning).
     pub fn approximated(&mut self, src: &Src, what: &str, message: impl Into<String>) {
         self.push(src, Outcome::Approximated, what, message);

@@ -254,7 +254,7 @@ pub(super) fn rule_options(
                     tr.report.translated(&src, &what, alias);
                     // as for a vhost's document root: translated, and a warning
                     if !Path::new(&dir).is_dir() {
-                        tr.report.approximated(&src, &what, format!("{dir} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)"));
+                        tr.report.missing(&src, &what, &dir);
                     }
                     push(
                         opts,
@@ -439,7 +439,7 @@ pub(super) fn rule_options(
                     .map(|f| tr.path(f, &src, &what))
                     .unwrap_or_default();
                 if !Path::new(&file).exists() {
-                    tr.report.approximated(&src, &what, format!("{file} does not exist on this machine: create it before starting Tessera"));
+                    tr.report.missing(&src, &what, &file);
                 } else {
                     tr.report.translated(&src, &what, "auth-basic");
                 }

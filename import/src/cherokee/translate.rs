@@ -459,10 +459,10 @@ pub(super) fn translate(t: &Node, main: &str, report: &mut Report) -> Result<Out
             }
         };
         if !Path::new(&root).is_dir() {
-            tr.report.approximated(
+            tr.report.missing(
                 root_src.as_ref().unwrap_or(&vsrc),
                 &p("document_root"),
-                format!("{root} does not exist on this machine: create it before starting Tessera"),
+                &root,
             );
         }
         // Index files.

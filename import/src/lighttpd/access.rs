@@ -30,7 +30,7 @@ impl Tr<'_> {
             "auth.backend.htpasswd.userfile" | "auth.backend.plain.userfile" => {
                 let f = val.as_string().unwrap_or_default();
                 if !Path::new(&f).exists() {
-                    report.approximated(src, key, format!("{f} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)"));
+                    report.missing(src, key, &f);
                 } else {
                     report.translated(src, key, "auth-basic user-file");
                 }

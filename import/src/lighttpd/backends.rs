@@ -190,15 +190,11 @@ impl Tr<'_> {
             }
             "alias.url" => {
                 let pairs = val.as_pairs();
-                let missing: Vec<&str> = pairs
-                    .iter()
-                    .map(|(_, d)| d.as_str())
-                    .filter(|d| !Path::new(d).is_dir())
-                    .collect();
                 report.translated(src, key, "alias paths (the longest matching prefix wins; lighttpd refuses overlapping prefixes in the wrong order, so the answer is the same)");
-                // as for a document root: translated, and a warning
-                if !missing.is_empty() {
-                    report.approximated(src, key, format!("{} does not exist on this machine: create it before starting Tessera (tessera -t fails until then)", missing.join(", ")));
+                // as for a document root: translated, and a warning per
+                // target missing (lighttpd also aliases single files)
+                for (_, target) in pairs.iter().filter(|(_, t)| !Path::new(t).exists()) {
+                    report.missing(src, key, target);
                 }
                 vec![opt(
                     "alias",

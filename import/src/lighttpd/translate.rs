@@ -424,10 +424,10 @@ pub(super) fn translate(
             }
         };
         if !Path::new(&root).is_dir() {
-            report.approximated(
+            report.missing(
                 root_src.as_ref().unwrap_or(&Src::new(main, 1)),
                 "server.document-root",
-                format!("{root} does not exist on this machine: create it before starting Tessera"),
+                &root,
             );
         }
         let resolved = resolve(&vblocks, &order, &Tessera, &vname, report);
