@@ -962,6 +962,9 @@ fn count_timeout() {
 mod tests {
     use super::{fill, first_items, First};
 
+    use actix_http::body::{BoxBody, SizedStream};
+    use bytes::Bytes;
+
     #[actix_rt::test]
     async fn a_body_is_read_more_than_a_pooled_buffer_at_a_time() {
         use tokio::io::AsyncWriteExt;
@@ -986,8 +989,6 @@ mod tests {
             buf.len()
         );
     }
-    use actix_http::body::{BoxBody, SizedStream};
-    use bytes::Bytes;
 
     /// A body announced as `n` bytes that yields `parts`, each at once.
     fn stream(n: u64, parts: &[&'static str]) -> BoxBody {
