@@ -209,7 +209,7 @@ impl Incoming {
                 return;
             }
             if expects && !self.continued {
-                if super::conn::send(io, b"HTTP/1.1 100 Continue\r\n\r\n", st)
+                if super::write::send(io, b"HTTP/1.1 100 Continue\r\n\r\n", st)
                     .await
                     .is_err()
                 {
