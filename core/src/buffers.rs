@@ -45,7 +45,8 @@ pub fn give(mut b: BytesMut) {
     if b.capacity() > MAX {
         return;
     }
-    FREE.with(|f| {
+    // (a buffer given back while the thread ends is freed)
+    let _ = FREE.try_with(|f| {
         let mut f = f.borrow_mut();
         if f.len() < KEEP {
             f.push(b);

@@ -120,8 +120,10 @@ where
                     Woke::Quiet => return,
                     Woke::HeaderTimeout => {
                         count_timeout();
+                        // boxed, not in a slot: the pool holds blocks of
+                        // the request future's layout only
                         let w = write_error(&mut io, StatusCode::REQUEST_TIMEOUT, &st);
-                        let _ = slot::Slot::new(w).await;
+                        let _ = Box::pin(w).await;
                         return;
                     }
                 }

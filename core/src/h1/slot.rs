@@ -75,8 +75,8 @@ impl<F: Future> Slot<F> {
                 let mut free = free.borrow_mut();
                 match free.pop() {
                     Some(b) if b.layout == layout => Some(b),
-                    // another layout (never, with one kind of request
-                    // future): freed
+                    // another layout (the engine puts only its request
+                    // future in slots): freed
                     _ => None,
                 }
             })
