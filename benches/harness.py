@@ -33,7 +33,9 @@ its stub_status) are given beside, so that a front that opens a new
 connection for each request shows.
 
 `--tessera-b PATH` adds a server "tessera-b": a second Tessera binary with the
-same configuration as "tessera", for an A/B of two builds in one run.
+same configuration as "tessera", for an A/B of two builds in one run;
+`--tessera-b-static LINES` adds TOML lines to its [vhost.static-file] (with
+the same binary twice: an A/B of two configurations).
 
 Only 127.0.0.1 is loaded; every tool runs with a time limit.
 """
@@ -291,6 +293,7 @@ listen:
 # Lines added to Tessera's [vhost.static-file] (the harness's --tessera-static).
 # nginx gets `open_file_cache_valid 1s`, so Tessera gets the same bound.
 TESSERA_STATIC = "open-file-cache-valid = 1000"
+TESSERA_B_STATIC = ""  # --tessera-b-static
 
 
 def tessera_conf(w, port, root, variant, connections=16384, server_extra="", vhost_extra="", modules=None,
@@ -373,8 +376,15 @@ def tessera_actix_conf(w, port, root, variant, **kw):
     return tessera_conf(w, port, root, variant, **kw)
 
 
+def tessera_b_conf(w, port, root, variant, **kw):
+    """Tessera "b": `--tessera-b`'s binary, with `--tessera-b-static` lines
+    after [vhost.static-file] (an A/B of two configurations in one run)."""
+    kw["vhost_extra"] = (kw.get("vhost_extra", "") + "\n" + TESSERA_B_STATIC).strip()
+    return tessera_conf(w, port, root, variant, **kw)
+
+
 CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf,
-                "tessera-actix": tessera_actix_conf, "tessera-b": tessera_conf}
+                "tessera-actix": tessera_actix_conf, "tessera-b": tessera_b_conf}
 
 
 def free_port():
@@ -868,7 +878,7 @@ def on_signal(signum, frame):
 
 
 def main():
-    global TESSERA_STATIC
+    global TESSERA_STATIC, TESSERA_B_STATIC
     signal.signal(signal.SIGTERM, on_signal)
     ap = argparse.ArgumentParser(description="Side-by-side static-file benchmark (see benches/run.sh)")
     ap.add_argument("--tessera", required=True, help="the tessera binary (release build)")
@@ -883,6 +893,8 @@ def main():
     ap.add_argument("--servers", help="comma-separated servers (default: every installed one)")
     ap.add_argument("--tessera-static", help="TOML lines for Tessera's [vhost.static-file] "
                     f"(default {TESSERA_STATIC!r})")
+    ap.add_argument("--tessera-b-static", help="TOML lines added to tessera-b's [vhost.static-file] "
+                    "(with --tessera-b: the same binary for an A/B of two configurations)")
     ap.add_argument("--out", help="directory for results.md/json (default target/bench, with --proxy "
                     "target/bench-proxy)")
     args = ap.parse_args()
@@ -892,6 +904,8 @@ def main():
     args.httperf_conns = 300 if args.quick else 1000
     if args.tessera_static is not None:
         TESSERA_STATIC = args.tessera_static.replace("\\n", "\n")
+    if args.tessera_b_static is not None:
+        TESSERA_B_STATIC = args.tessera_b_static.replace("\\n", "\n")
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
