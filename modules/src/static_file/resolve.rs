@@ -262,6 +262,37 @@ mod tests {
         assert!(!has_hidden_segment("/a./b."));
     }
 
+    /// The byte scan in front answers as the split alone would, for every
+    /// path of up to 8 characters over `/`, `.` and `a`, and with
+    /// `.well-known` in each place.
+    #[test]
+    fn the_fast_path_agrees_with_the_split() {
+        fn split_only(path: &str) -> bool {
+            path.split('/')
+                .filter(|s| !s.is_empty())
+                .enumerate()
+                .any(|(i, s)| s.starts_with('.') && !(i == 0 && s == ".well-known"))
+        }
+        let mut paths = vec![String::new()];
+        let mut level = vec![String::new()];
+        for _ in 0..8 {
+            level = level
+                .iter()
+                .flat_map(|p| ["/", ".", "a"].map(|c| format!("{p}{c}")))
+                .collect();
+            paths.extend(level.iter().cloned());
+        }
+        for p in paths.clone() {
+            if p.len() <= 4 {
+                paths.push(format!("{p}.well-known{p}"));
+                paths.push(format!("/.well-known{p}"));
+            }
+        }
+        for p in &paths {
+            assert_eq!(has_hidden_segment(p), split_only(p), "{p:?}");
+        }
+    }
+
     #[test]
     fn swapped_symlink_never_leaks_a_file_outside_the_root() {
         use std::io::Read;
