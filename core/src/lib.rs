@@ -38,6 +38,7 @@ pub mod pipeline;
 pub mod plugin_host;
 pub mod realip;
 pub mod registry;
+pub mod request;
 pub mod request_body;
 pub mod response;
 pub mod rule;

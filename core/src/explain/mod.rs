@@ -264,7 +264,7 @@ pub struct Answer {
 
 /// Explains `req`, a request as the server received it, on `cfg`.
 pub fn explain(cfg: &Arc<Config>, req: &HttpRequest) -> Explanation {
-    let refused = crate::server::protocol_check(req, &cfg.server);
+    let refused = crate::request::protocol_check(req, &cfg.server);
     let host = if refused.is_some() {
         None
     } else {
@@ -275,7 +275,7 @@ pub fn explain(cfg: &Arc<Config>, req: &HttpRequest) -> Explanation {
     let (vhost, why) = cfg.vhosts.select_why(host, Some(listener), tls);
     let mut rec = Recorder::default();
     let res = {
-        let fut = std::pin::pin!(crate::server::respond_observed(
+        let fut = std::pin::pin!(crate::request::respond_observed(
             cfg, req, None, &mut rec, None
         ));
         match std::future::Future::poll(

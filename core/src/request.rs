@@ -1,0 +1,699 @@
+//! The request path: protocol checks, vhost selection, rule resolution, the
+//! phases of the resolved pipeline, and the log phase over the body sent;
+//! with the service glue that runs it on a worker, on the blocking pool for
+//! blocking hooks, or as a future for an asynchronous content phase.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use actix_web::body::{BodySize, BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{Method, StatusCode, Version};
+use actix_web::web::Bytes;
+use actix_web::{HttpRequest, HttpResponse};
+use smallvec::SmallVec;
+use std::rc::Rc;
+
+use crate::config::{Config, ServerSettings};
+use crate::context::{request_host, Ctx, LogRecord};
+use crate::explain::{Observe, Phase};
+use crate::module::{Hooks, Module, Outcome};
+use crate::response::error_response;
+use crate::supervisor::Runtime;
+
+/// The port of the first bound TLS listener (0 before binding or without TLS),
+/// for `https-redirect` when `listen-tls` asks for port 0.
+pub(crate) static TLS_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// `Allow` for `OPTIONS *` (RFC 9110 §9.3.7): the methods Tessera serves.
+const ALLOW_ALL: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
+const SERVER: HeaderValue = HeaderValue::from_static("tessera");
+
+/// The app's one service: realip, the HTTP/2 busy check, `X-Tessera-Explain`
+/// and health answers, then the request on this worker ([`handle`]), on the
+/// blocking pool for a vhost with blocking hooks ([`offload`]), or as a
+/// future for one with an asynchronous content phase ([`respond`]).
+pub(crate) fn dispatch(rt: &Runtime, mut sreq: ServiceRequest) -> HandleFuture {
+    // the configuration this request runs on, loaded once
+    let cfg = rt.current.load();
+    let s = &cfg.server;
+    if !s.trusted_proxies.is_empty() {
+        crate::realip::apply(&mut sreq, &s.trusted_proxies, s.real_ip_header);
+    }
+    let (req, payload) = sreq.into_parts();
+    let clock = req.conn_data::<Rc<crate::conn::ConnClock>>();
+    let busy = clock.is_some_and(|c| {
+        c.begin();
+        c.h2_busy()
+    });
+    if busy {
+        let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE);
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return HandleFuture::Ready(Some(ServiceResponse::new(req, r)));
+    }
+    let flight = clock.and_then(|c| c.start());
+    // `X-Tessera-Explain` from an `explain-from` client; one
+    // emptiness check per request otherwise
+    if !cfg.server.explain_from.is_empty() {
+        if let Some(mut res) = crate::explain::answer(&cfg, &req) {
+            if let Some(f) = flight {
+                res = f.track(res);
+            }
+            return HandleFuture::Ready(Some(ServiceResponse::new(req, res)));
+        }
+    }
+    if let Some(mut res) = crate::health::answer(&cfg.server, &req) {
+        if let Some(f) = flight {
+            res = f.track(res);
+        }
+        return HandleFuture::Ready(Some(ServiceResponse::new(req, res)));
+    }
+    let (blocks, later, vhost) = vhost_needs(&cfg, &req);
+    if blocks {
+        let cfg = arc_swap::Guard::into_inner(cfg);
+        let handling = clock.map(|c| Handling::new(c.clone()));
+        return HandleFuture::Offloaded(Box::pin(async move {
+            let res = offload(cfg, req).await;
+            drop(handling);
+            match flight {
+                Some(f) => {
+                    let (req, res) = res.into_parts();
+                    ServiceResponse::new(req, f.track(res))
+                }
+                None => res,
+            }
+        }));
+    }
+    if later {
+        let cfg = arc_swap::Guard::into_inner(cfg);
+        return HandleFuture::Offloaded(Box::pin(async move {
+            let mut res = respond(&cfg, &req, Some(payload), vhost).await;
+            if let Some(f) = flight {
+                res = f.track(res);
+            }
+            ServiceResponse::new(req, res)
+        }));
+    }
+    let mut res = handle(&cfg, &req, vhost);
+    if let Some(f) = flight {
+        res = f.track(res);
+    }
+    HandleFuture::Ready(Some(ServiceResponse::new(req, res)))
+}
+
+/// The service future: ready at once for the usual request, or waiting for the
+/// blocking pool when the vhost uses a module whose hooks may block.
+pub(crate) enum HandleFuture {
+    Ready(Option<ServiceResponse>),
+    Offloaded(Pin<Box<dyn std::future::Future<Output = ServiceResponse>>>),
+}
+
+impl std::future::Future for HandleFuture {
+    type Output = Result<ServiceResponse, actix_web::Error>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let res = match self.get_mut() {
+            HandleFuture::Ready(r) => r.take().expect("polled after completion"),
+            HandleFuture::Offloaded(f) => std::task::ready!(f.as_mut().poll(cx)),
+        };
+        Poll::Ready(Ok(close_when_draining(res)))
+    }
+}
+
+/// From SIGTERM on (the drain, then the graceful shutdown), every HTTP/1.x
+/// response but a 101 carries `Connection: close` and its connection
+/// closes after it (RFC 9112 §9.6), on both engines: a kept-alive client
+/// opens its next connection elsewhere (another node behind the load
+/// balancer or Service) instead of racing the close of an idle connection
+/// when the shutdown starts. HTTP/2 ignores the connection type.
+fn close_when_draining(mut res: ServiceResponse) -> ServiceResponse {
+    if crate::health::draining() && res.status() != StatusCode::SWITCHING_PROTOCOLS {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    res
+}
+
+/// Marks the connection as waiting for an offloaded handler while it lives
+/// (the header timeout then ignores bytes that arrive meanwhile).
+struct Handling(Rc<crate::conn::ConnClock>);
+
+impl Handling {
+    fn new(clock: Rc<crate::conn::ConnClock>) -> Self {
+        clock.set_handling(true);
+        Handling(clock)
+    }
+}
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.set_handling(false);
+    }
+}
+
+/// Whether the vhost this request goes to has a module with blocking hooks
+/// ([`Hooks::BLOCKING`]) and one that answers later ([`Hooks::ASYNC`]). The
+/// vhost is selected here only when some vhost has either.
+fn vhost_needs(cfg: &Config, req: &HttpRequest) -> (bool, bool, Option<usize>) {
+    if !cfg.vhosts.any_may_block() && !cfg.vhosts.any_may_async() {
+        return (false, false, None);
+    }
+    let v = cfg.vhosts.select_on(
+        request_host(req),
+        Some(req.app_config().local_addr()),
+        req.app_config().secure(),
+    );
+    (
+        v.pipeline.may_block,
+        v.pipeline.may_async,
+        Some(v.info.index),
+    )
+}
+
+/// Moves a value between a worker and the blocking pool.
+struct AssertSend<T>(T);
+// SAFETY: see `offload`: a value wrapped here is owned by exactly one thread at
+// a time and is dropped only on the worker thread it came from.
+#[allow(unsafe_code)]
+unsafe impl<T> Send for AssertSend<T> {}
+
+/// What a blocking-pool task hands back: the request and the response, both
+/// made of worker-thread types (`Rc`s, thread-local pools).
+type Outcome2 = (HttpRequest, HttpResponse);
+
+/// The meeting point of an offloaded request and its worker (see `offload`).
+#[derive(Default)]
+struct Handoff {
+    /// The worker gave up (the client went away and the future was dropped).
+    abandoned: bool,
+    /// The finished request and response, waiting for the worker.
+    done: Option<AssertSend<Outcome2>>,
+}
+
+/// Drops the finished request on the worker if the worker's future goes away.
+struct HandoffGuard(Arc<std::sync::Mutex<Handoff>>);
+
+impl Drop for HandoffGuard {
+    fn drop(&mut self) {
+        let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        h.abandoned = true;
+        // Dropped here, on the worker thread, if the task already finished.
+        drop(h.done.take());
+    }
+}
+
+/// Handles the request on the blocking thread pool (for plugins that declare
+/// `FLAG_MAY_BLOCK`), so that a blocking hook never stalls a worker.
+///
+/// Thread safety: the request (an `Rc` of the worker) moves to the pool thread
+/// whole, and the worker keeps no clone while the task runs; the task hands the
+/// request and the response back under a lock. If the worker's future was
+/// dropped meanwhile (the client went away), the task sends them to the
+/// worker's arbiter to be dropped there, so no worker-thread object is ever
+/// dropped, or its reference count changed, on two threads.
+async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
+    let handoff = Arc::new(std::sync::Mutex::new(Handoff::default()));
+    let guard = HandoffGuard(handoff.clone());
+    let worker = actix_rt::Arbiter::current();
+    let job = AssertSend(req);
+    let task = actix_web::rt::task::spawn_blocking(move || {
+        let job = job;
+        let req = job.0;
+        // A panic must not unwind here with the request on this thread.
+        let res =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req, None)))
+                .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR));
+        let out = AssertSend((req, res));
+        let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
+        if h.abandoned {
+            drop(h);
+            let back = async move {
+                drop(out);
+            };
+            if !worker.spawn(back) {
+                // The worker is gone (shutdown): nothing may drop these here.
+                tracing::debug!("offloaded request outlived its worker; leaked");
+            }
+        } else {
+            h.done = Some(out);
+        }
+    });
+    let joined = task.await;
+    let done = guard
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .done
+        .take();
+    drop(guard);
+    match (joined, done) {
+        (Ok(()), Some(AssertSend((req, res)))) => ServiceResponse::new(req, res),
+        // The task never ran (the runtime is shutting down): the request is
+        // gone with it, so answer with a stand-in request.
+        _ => {
+            tracing::error!("an offloaded request failed on the blocking pool");
+            ServiceResponse::new(
+                actix_web::test::TestRequest::default().to_http_request(),
+                error_response(StatusCode::INTERNAL_SERVER_ERROR),
+            )
+        }
+    }
+}
+
+fn is_known_method(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET
+            | Method::HEAD
+            | Method::POST
+            | Method::PUT
+            | Method::DELETE
+            | Method::OPTIONS
+            | Method::PATCH
+            | Method::TRACE
+            | Method::CONNECT
+    )
+}
+
+/// Checks of RFC 9110/9112 that come before any module: returns the response to
+/// send instead of running the pipeline.
+pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResponse> {
+    // RFC 9110 §15.5.15: a request target longer than we accept is 414.
+    if req.uri().path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
+        return Some(error_response(StatusCode::URI_TOO_LONG));
+    }
+    // RFC 6585 §5: header fields larger than we accept are 431.
+    let head: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if head > limits.max_request_header_size {
+        return Some(error_response(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+    }
+    // RFC 9110 §15.5.14: a body larger than we accept is 413 (bodies are
+    // announced by Content-Length; chunked bodies are never read).
+    if let Some(len) = req.headers().get(header::CONTENT_LENGTH) {
+        if len
+            .to_str()
+            .ok()
+            .and_then(|l| l.trim().parse::<u64>().ok())
+            .is_some_and(|l| l > limits.max_body_size)
+        {
+            return Some(error_response(StatusCode::PAYLOAD_TOO_LARGE));
+        }
+    }
+    let hosts = req.headers().get_all(header::HOST);
+    let mut n = 0;
+    for h in hosts {
+        n += 1;
+        // RFC 9112 §3.2: more than one Host, or an invalid one, is 400. An
+        // absolute-form target's authority wins over Host, but Host must still
+        // be well-formed.
+        if n > 1 || !h.to_str().is_ok_and(crate::vhost::valid_host) {
+            return Some(error_response(StatusCode::BAD_REQUEST));
+        }
+    }
+    if n == 0 && req.uri().authority().is_none() && req.version() >= Version::HTTP_11 {
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host is 400.
+        return Some(error_response(StatusCode::BAD_REQUEST));
+    }
+    if let Some(a) = req.uri().authority() {
+        if !crate::vhost::valid_host(a.as_str()) {
+            return Some(error_response(StatusCode::BAD_REQUEST));
+        }
+    }
+    if !is_known_method(req.method()) {
+        // RFC 9110 §15.6.2: a method the server does not recognize is 501.
+        return Some(error_response(StatusCode::NOT_IMPLEMENTED));
+    }
+    None
+}
+
+/// Runs one request through the pipeline of its vhost, synchronously: the
+/// future of [`respond`] is polled once in place (no allocation), which
+/// completes unless an asynchronous content handler answers, and those
+/// vhosts take [`respond`] as a future instead (see the app service).
+fn handle(cfg: &Arc<Config>, req: &HttpRequest, vhost: Option<usize>) -> HttpResponse {
+    let fut = std::pin::pin!(respond(cfg, req, None, vhost));
+    match std::future::Future::poll(fut, &mut Context::from_waker(std::task::Waker::noop())) {
+        Poll::Ready(r) => r,
+        Poll::Pending => {
+            tracing::error!(
+                "an asynchronous content handler cannot run in a vhost whose plugins may block"
+            );
+            error_response(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    }
+}
+
+/// Runs one request through the pipeline of its vhost. `payload` is the
+/// request body, for the content handlers that take it; `vhost` the index of
+/// the vhost the host selects, when the caller has selected it already.
+async fn respond(
+    cfg: &Arc<Config>,
+    req: &HttpRequest,
+    payload: Option<actix_web::dev::Payload>,
+    vhost: Option<usize>,
+) -> HttpResponse {
+    respond_observed(cfg, req, payload, &mut crate::explain::Unobserved, vhost).await
+}
+
+/// [`respond`], reporting to `obs` what answered and why. With
+/// [`crate::explain::Unobserved`] (every real request) the reports compile to
+/// nothing; with an explanation's observer ([`Observe::DRY`]) back ends are
+/// asked to describe the request instead of getting it, and the response is
+/// returned before counters and the log phase.
+pub(crate) async fn respond_observed<O: Observe>(
+    cfg: &Arc<Config>,
+    req: &HttpRequest,
+    payload: Option<actix_web::dev::Payload>,
+    obs: &mut O,
+    selected: Option<usize>,
+) -> HttpResponse {
+    let began = Instant::now();
+    let early = protocol_check(req, &cfg.server);
+    let vhost = match selected {
+        Some(i) if early.is_none() => &cfg.vhosts.all()[i],
+        _ => cfg.vhosts.select_on(
+            if early.is_some() {
+                None
+            } else {
+                request_host(req)
+            },
+            Some(req.app_config().local_addr()),
+            req.app_config().secure(),
+        ),
+    };
+    let mut early = early;
+    if early.is_none() && vhost.https_redirect && !req.app_config().secure() {
+        early = Some(https_redirect(req, &cfg.server));
+    }
+    let raw_path = req.uri().path();
+    let path = if early.is_some() {
+        std::borrow::Cow::Borrowed("/")
+    } else if raw_path == "*" {
+        early = Some(if req.method() == Method::OPTIONS {
+            // RFC 9110 §9.3.7: OPTIONS * asks about the server as a whole.
+            let mut r = HttpResponse::Ok().finish();
+            r.headers_mut().insert(header::ALLOW, ALLOW_ALL);
+            r
+        } else {
+            error_response(StatusCode::BAD_REQUEST)
+        });
+        std::borrow::Cow::Borrowed("/")
+    } else {
+        match crate::path::normalize(raw_path) {
+            Ok(p) => p,
+            Err(_) => {
+                early = Some(error_response(StatusCode::BAD_REQUEST));
+                std::borrow::Cow::Borrowed("/")
+            }
+        }
+    };
+    let pipeline = &vhost.pipeline;
+    let mut cx = Ctx::new(req, &vhost.info, path);
+    // set when a body over max-body-size was cut off (only with a body)
+    let mut over = None;
+    if let Some(p) = payload.filter(|p| !matches!(p, actix_web::dev::Payload::None)) {
+        let flag = Rc::new(std::cell::Cell::new(false));
+        over = Some(flag.clone());
+        cx.set_body(crate::request_body::RequestBody::new(
+            p,
+            cfg.server.max_body_size,
+            flag,
+        ));
+    }
+    let resolve = |cx: &Ctx<'_>| {
+        pipeline.resolve(&crate::rule::MatchInput {
+            path: cx.path(),
+            req: Some(req),
+            document_root: &vhost.info.document_root,
+            internal: cx.redirected(),
+        })
+    };
+    let mut active = if early.is_some() {
+        pipeline.resolve_base()
+    } else {
+        resolve(&cx)
+    };
+    let needs_log = active.iter().any(|(h, _)| h.contains(Hooks::LOG));
+    let times = needs_log.then(|| (SystemTime::now(), began));
+    let mut res = match early {
+        Some(r) => {
+            obs.early();
+            r
+        }
+        None => {
+            let mut rewrites = 0;
+            loop {
+                match run_handlers(&active, &mut cx, obs).await {
+                    Handled::Response(r) => break r,
+                    Handled::Rewritten if rewrites < crate::context::MAX_REWRITES => {
+                        rewrites += 1;
+                        obs.rewritten(cx.path());
+                        active = resolve(&cx);
+                    }
+                    Handled::Rewritten => {
+                        tracing::warn!(path = %cx.path(), "too many internal rewrites");
+                        break error_response(StatusCode::INTERNAL_SERVER_ERROR);
+                    }
+                }
+            }
+        }
+    };
+    for (h, m) in &active {
+        if h.contains(Hooks::RESPONSE) {
+            m.on_response(&mut cx, &mut res);
+        }
+    }
+    res.headers_mut().insert(header::SERVER, SERVER);
+    if O::DRY {
+        return res;
+    }
+    // a body over max-body-size was cut off unread: 413, then close
+    if over.is_some_and(|o| o.get()) {
+        res.head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    // No module reads request bodies: on actix-http (TLS, or the "actix"
+    // engine) a request with a chunked body gets `Connection: close`, so the
+    // connection is not kept alive behind an unread body; Tessera's engine
+    // drains it.
+    if req.headers().contains_key(header::TRANSFER_ENCODING)
+        && (cfg.server.http1_engine == crate::config::Http1Engine::Actix
+            || req.app_config().secure())
+    {
+        res.head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    let sized = match res.body().size() {
+        BodySize::Sized(n) if req.method() != Method::HEAD => n,
+        _ => 0,
+    };
+    vhost
+        .counters
+        .record(res.status().as_u16(), sized, began.elapsed());
+    // A rewrite may have brought in log modules the first resolution lacked.
+    let times = times.or_else(|| {
+        active
+            .iter()
+            .any(|(h, _)| h.contains(Hooks::LOG))
+            .then(|| (SystemTime::now(), began))
+    });
+    let Some((start_time, started)) = times else {
+        return res;
+    };
+    let log: SmallVec<[Arc<dyn Module>; 2]> = active
+        .iter()
+        .filter(|(h, _)| h.contains(Hooks::LOG))
+        .map(|(_, m)| Arc::clone(m))
+        .collect();
+    let (user, notes, ext) = cx.into_parts();
+    let status = res.status();
+    let sendfile = res.extensions().get::<crate::body::SendFile>().cloned();
+    let state = LogState {
+        sendfile,
+        req: req.clone(),
+        cfg: cfg.clone(),
+        vhost: vhost.info.index,
+        status,
+        user,
+        notes,
+        ext,
+        modules: log,
+        start_time,
+        started,
+        sent: 0,
+        complete: false,
+    };
+    res.map_body(|_, body| BoxBody::new(LoggedBody { body, state }))
+}
+
+/// 301 to the same host, path and query over https (the first TLS listen
+/// port, left out when it is 443).
+fn https_redirect(req: &HttpRequest, s: &ServerSettings) -> HttpResponse {
+    let host = request_host(req)
+        .map(crate::vhost::strip_port)
+        .unwrap_or("localhost");
+    let bound = TLS_PORT.load(std::sync::atomic::Ordering::Relaxed);
+    let port = if bound != 0 {
+        bound
+    } else {
+        s.listen_tls
+            .first()
+            .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+            .map_or(443, |a| a.port())
+    };
+    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let loc = if port == 443 {
+        format!("https://{host}{pq}")
+    } else {
+        format!("https://{host}:{port}{pq}")
+    };
+    let mut r = error_response(StatusCode::MOVED_PERMANENTLY);
+    if let Ok(v) = HeaderValue::from_str(&loc) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+enum Handled {
+    Response(HttpResponse),
+    /// A request-phase hook rewrote the path: resolve the rules again.
+    Rewritten,
+}
+
+async fn run_handlers<O: Observe>(
+    active: &crate::pipeline::Active<'_>,
+    cx: &mut Ctx<'_>,
+    obs: &mut O,
+) -> Handled {
+    for (h, m) in active {
+        if h.contains(Hooks::REQUEST) {
+            let outcome = m.on_request(cx);
+            if let Outcome::Respond(r) = outcome {
+                obs.answered(m, Phase::Request, cx);
+                return Handled::Response(r);
+            }
+            if cx.take_rewritten() {
+                return Handled::Rewritten;
+            }
+        }
+    }
+    for (h, m) in active {
+        if h.contains(Hooks::CONTENT) {
+            if let Some(r) = m.content(cx) {
+                obs.answered(m, Phase::Content, cx);
+                return Handled::Response(r);
+            }
+        }
+        if O::DRY && h.contains(Hooks::ASYNC) {
+            // an explanation never reaches a back end
+            if let Some(what) = m.explain(cx) {
+                obs.back_end(m, what);
+                return Handled::Response(HttpResponse::Ok().finish());
+            }
+            continue;
+        }
+        if h.contains(Hooks::ASYNC) {
+            let answered = match m.content_async(cx) {
+                Some(f) => Some(f.await),
+                None => None,
+            };
+            if let Some(r) = answered {
+                // a back end's local redirect (RFC 3875 §6.2.2)
+                if cx.take_rewritten() {
+                    return Handled::Rewritten;
+                }
+                return Handled::Response(r);
+            }
+        }
+    }
+    Handled::Response(error_response(cx.fallback_status()))
+}
+
+struct LogState {
+    /// The file body's handle, when the engine may send it itself.
+    sendfile: Option<crate::body::SendFile>,
+    req: HttpRequest,
+    cfg: Arc<Config>,
+    vhost: usize,
+    status: StatusCode,
+    user: Option<String>,
+    notes: crate::context::Notes,
+    ext: crate::context::Extensions,
+    modules: SmallVec<[Arc<dyn Module>; 2]>,
+    start_time: SystemTime,
+    started: Instant,
+    sent: u64,
+    complete: bool,
+}
+
+/// A response body that counts the bytes it yields and runs the log phase when it
+/// is dropped: after the last byte, or when the client went away.
+struct LoggedBody {
+    body: BoxBody,
+    state: LogState,
+}
+
+impl MessageBody for LoggedBody {
+    type Error = Box<dyn std::error::Error>;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_next(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                this.state.sent += b.len() as u64;
+                Poll::Ready(Some(Ok(b)))
+            }
+            Poll::Ready(None) => {
+                this.state.complete = true;
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
+}
+
+impl Drop for LoggedBody {
+    fn drop(&mut self) {
+        let s = &self.state;
+        let vhost = &s.cfg.vhosts.all()[s.vhost];
+        // bytes the engine sent with sendfile(2) never passed through here
+        let (body_bytes, complete) = match s.sendfile.as_ref().and_then(|h| h.engine_sent()) {
+            Some((sent, total)) => (s.sent + sent, sent == total),
+            None => (
+                s.sent,
+                s.complete || matches!(self.body.size(), BodySize::None | BodySize::Sized(0)),
+            ),
+        };
+        let rec = LogRecord {
+            req: &s.req,
+            vhost: &vhost.info,
+            vhost_label: &vhost.label,
+            status: s.status,
+            body_bytes,
+            start_time: s.start_time,
+            started: s.started,
+            user: s.user.as_deref(),
+            complete,
+            notes: &s.notes,
+            ext: &s.ext,
+        };
+        for m in &s.modules {
+            m.on_log(&rec);
+        }
+    }
+}
