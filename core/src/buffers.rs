@@ -26,6 +26,12 @@ thread_local! {
     static FREE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The largest capacity among the buffers this thread's pool keeps (tests).
+#[cfg(test)]
+pub(crate) fn largest_kept() -> usize {
+    FREE.with(|f| f.borrow().iter().map(BytesMut::capacity).max().unwrap_or(0))
+}
+
 /// An empty buffer of at least [`SIZE`] bytes, from this thread's pool or new.
 pub fn take() -> BytesMut {
     FREE.with(|f| f.borrow_mut().pop())
