@@ -56,6 +56,10 @@ pub(super) fn date() -> HeaderValue {
 /// at once: most fit the socket buffer, and those need no clock read and no
 /// timer.
 pub(super) async fn send(io: &mut TcpStream, bytes: &[u8], st: &Settings) -> std::io::Result<()> {
+    // nothing to send is no system call (a write of 0 bytes still is one)
+    if bytes.is_empty() {
+        return Ok(());
+    }
     let at = match io.try_write(bytes) {
         Ok(n) => n,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
@@ -126,13 +130,21 @@ async fn send_more(io: &TcpStream, buf: &[u8], st: &Settings) -> std::io::Result
 }
 
 /// Writes `a` then `b` whole, with `writev` (one system call, one packet
-/// when they fit), within the send timeout of each write.
-async fn send_pair(io: &mut TcpStream, a: &[u8], b: &[u8], st: &Settings) -> std::io::Result<()> {
+/// when they fit), within the send timeout of each write. `closing`: the
+/// last write of a connection that closes next, sent with `MSG_MORE` as
+/// [`send_last`] does, so that the FIN shares the last packet.
+async fn send_pair(
+    io: &mut TcpStream,
+    a: &[u8],
+    b: &[u8],
+    st: &Settings,
+    closing: bool,
+) -> std::io::Result<()> {
     let (mut a, mut b) = (a, b);
     while !a.is_empty() {
         let bufs = [std::io::IoSlice::new(a), std::io::IoSlice::new(b)];
         // tried at once; the clock and a timer only for a write that waits
-        let n = match io.try_write_vectored(&bufs) {
+        let n = match try_write_pair(io, &bufs, closing) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 match timeout_at(Instant::now() + st.send_timeout, io.write_vectored(&bufs)).await {
@@ -155,7 +167,33 @@ async fn send_pair(io: &mut TcpStream, a: &[u8], b: &[u8], st: &Settings) -> std
             a = &[];
         }
     }
-    send(io, b, st).await
+    // what the vectored write left of `b` (nothing, usually: no call then)
+    if b.is_empty() {
+        return Ok(());
+    }
+    send_last(io, b, st, closing).await
+}
+
+/// One vectored write without waiting; with `MSG_MORE` when `more` (Linux).
+fn try_write_pair(
+    io: &TcpStream,
+    bufs: &[std::io::IoSlice<'_>],
+    more: bool,
+) -> std::io::Result<usize> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if more {
+        return io.try_io(tokio::io::Interest::WRITABLE, || {
+            rustix::net::sendmsg(
+                io,
+                bufs,
+                &mut Default::default(),
+                rustix::net::SendFlags::MORE,
+            )
+            .map_err(std::io::Error::from)
+        });
+    }
+    let _ = more;
+    io.try_write_vectored(bufs)
 }
 
 /// Encodes the status line and header fields (RFC 9112 §4, §6) and sends the
@@ -278,7 +316,7 @@ pub(super) async fn write_response(
                     }
                     send_last(io, &w, st, closing).await?;
                 } else {
-                    send_pair(io, &w, &b, st).await?;
+                    send_pair(io, &w, &b, st, closing).await?;
                 }
                 pool::give(w);
                 // a counted body runs the log phase when it is dropped:
@@ -421,7 +459,7 @@ async fn send_body(
                     }
                 } else {
                     // the head (or what is pending) and the chunk in one writev
-                    send_pair(io, &w, &chunk, st).await?;
+                    send_pair(io, &w, &chunk, st, false).await?;
                     w.clear();
                     if chunked {
                         w.put_slice(b"\r\n");
