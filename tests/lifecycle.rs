@@ -1219,3 +1219,68 @@ fn a_slow_but_steady_http2_download_is_not_cut_off() {
         assert!(!conn.is_finished(), "the connection was closed");
     });
 }
+
+/// Resident kB of the read-only mappings of `pid`'s executable
+/// (`/proc/PID/smaps`).
+fn executable_rss_kb(pid: u32) -> u64 {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    let exe = exe.to_str().unwrap();
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let (mut ours, mut kb) = (false, 0);
+    for line in smaps.lines() {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        if f.first().is_some_and(|a| a.contains('-')) && f.len() >= 5 {
+            ours = f.get(5) == Some(&exe) && !f[1].contains('w');
+        } else if ours && f.first() == Some(&"Rss:") {
+            kb += f[1].parse::<u64>().unwrap();
+        }
+    }
+    kb
+}
+
+/// Once the workers accept, and before the listeners are announced, the
+/// pages of the start-up code (configuration parsing, module building) are
+/// unmapped (core/src/residency.rs): fewer of the executable's pages are
+/// resident than were released, and the server answers; a reload (which maps
+/// the parser's pages again) releases them again.
+#[cfg(target_os = "linux")]
+#[test]
+fn start_up_pages_are_released_once_the_workers_accept() {
+    let s = Server::start(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 2\nlog-level = \"debug\"\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n",
+        |d| {
+            d.write("www/a.txt", "aaaa");
+        },
+    );
+    let released = |log: &str| -> Option<u64> {
+        let at = log.find("start-up pages released: ")?;
+        log[at + 25..].split(' ').next()?.parse().ok()
+    };
+    let mut log = s.stderr();
+    for _ in 0..500 {
+        if released(&log).is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        log = s.stderr();
+    }
+    let freed = released(&log).expect("no release logged");
+    let resident = executable_rss_kb(s.pid());
+    assert!(
+        resident < freed,
+        "{resident} kB of the executable resident after releasing {freed} kB"
+    );
+    assert_eq!(s.get("/a.txt").status, 200);
+    s.reload(None);
+    let mut log = s.stderr();
+    for _ in 0..500 {
+        if log.matches("start-up pages released: ").count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        log = s.stderr();
+    }
+    assert_eq!(log.matches("start-up pages released: ").count(), 2, "{log}");
+    assert_eq!(s.get("/a.txt").status, 200);
+    s.stop();
+}

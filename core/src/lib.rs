@@ -40,6 +40,7 @@ pub mod realip;
 pub mod registry;
 pub mod request;
 pub mod request_body;
+pub mod residency;
 pub mod response;
 pub mod rule;
 pub mod server;

@@ -96,7 +96,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
     }
     // the engine's workers accept for themselves (crate::h1::accept)
     let (stop_engine, engine_shutdown) = crate::h1::accept::Shutdown::new();
-    let running = (!groups.is_empty()).then(|| {
+    let mut running = (!groups.is_empty()).then(|| {
         let make_app = make_app.clone();
         crate::h1::accept::start(
             groups,
@@ -149,6 +149,13 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             )
         })?;
     }
+    // the start-up code's pages, once every worker accepts (see
+    // crate::residency); announced after, so a script that waits for the
+    // line below sees the server as it runs
+    if let Some(r) = running.as_mut() {
+        r.ready().await;
+    }
+    crate::residency::release_startup_pages();
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();

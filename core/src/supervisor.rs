@@ -167,6 +167,8 @@ impl StreamHandler<Sig> for Supervisor {
                 if let Err(e) = self.rt.reload() {
                     tracing::error!("reload failed, the old configuration keeps serving: {e}");
                 }
+                // the parser's and the modules' builders' pages, mapped again
+                crate::residency::release_startup_pages();
             }
             Sig::Usr1 => {
                 tracing::info!("SIGUSR1: reopening log files");

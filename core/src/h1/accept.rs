@@ -221,13 +221,23 @@ pub struct WorkerSettings {
     pub trusted: crate::realip::TrustedProxies,
 }
 
-/// The running workers: each reports on its channel once it has stopped
-/// accepting and its connections have finished (or the timeout passed).
+/// The running workers: each reports on one channel once its app services
+/// are built and it accepts, and on another once it has stopped accepting
+/// and its connections have finished (or the timeout passed).
 pub struct Running {
+    ready: Vec<oneshot::Receiver<()>>,
     done: Vec<oneshot::Receiver<()>>,
 }
 
 impl Running {
+    /// Waits until every worker accepts (or has given up: a worker whose
+    /// app service failed to start counts as ready).
+    pub async fn ready(&mut self) {
+        for r in self.ready.drain(..) {
+            let _ = r.await;
+        }
+    }
+
     /// Waits until every worker has finished its graceful shutdown.
     pub async fn finished(self) {
         for d in self.done {
@@ -260,9 +270,12 @@ where
         }
     }
     let mut done = Vec::with_capacity(workers);
+    let mut ready = Vec::with_capacity(workers);
     for (n, sockets) in per_worker.into_iter().enumerate() {
         let (tx, rx) = oneshot::channel();
         done.push(rx);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        ready.push(ready_rx);
         let arbiter = actix_rt::Arbiter::with_tokio_rt(move || {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -280,13 +293,13 @@ where
                 let _ = rustix::thread::set_name(&name);
             }
             actix_rt::spawn(async move {
-                worker(sockets, service, settings, shutdown).await;
+                worker(sockets, service, settings, shutdown, ready_tx).await;
                 let _ = tx.send(());
                 actix_rt::Arbiter::current().stop();
             });
         });
     }
-    Running { done }
+    Running { ready, done }
 }
 
 /// A worker's open connections, and a wake-up when one closes.
@@ -325,6 +338,7 @@ async fn worker<F, Fut, S>(
     service: F,
     settings: WorkerSettings,
     shutdown: Shutdown,
+    ready: oneshot::Sender<()>,
 ) where
     F: Fn(SocketAddr) -> Fut,
     Fut: std::future::Future<Output = Result<S, ()>>,
@@ -368,6 +382,7 @@ async fn worker<F, Fut, S>(
             idle.clone(),
         )));
     }
+    let _ = ready.send(());
     for l in loops {
         let _ = l.await;
     }
