@@ -88,7 +88,9 @@ impl Shared {
             }
             std::mem::swap(&mut *buf, &mut out.spare);
         }
-        let lines = out.spare.iter().filter(|&&b| b == b'\n').count() as u64;
+        // SIMD search: a byte-by-byte count cost about 475 instructions per
+        // Combined line (callgrind), a quarter of the logging's cost
+        let lines = memchr::memchr_iter(b'\n', &out.spare).count() as u64;
         match out.file.write_all(&out.spare) {
             Ok(()) => {
                 self.counters.written.fetch_add(lines, Ordering::Relaxed);
