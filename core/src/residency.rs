@@ -30,11 +30,29 @@ pub fn release_startup_pages() -> u64 {
         let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
             return 0;
         };
+        let released = release(releasable(&smaps));
+        tracing::debug!("start-up pages released: {} kB", released / 1024);
+        released
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// Advises the parts of the loaded objects' read-only segments that lie in
+/// `eligible` (a snapshot of `/proc/self/smaps`, see [`releasable`]), and
+/// returns the resident bytes of the mappings advised. A mapping of the
+/// snapshot that is gone since, with other memory in its place, is never
+/// touched: only addresses of objects the loader holds are advised.
+#[cfg(target_os = "linux")]
+fn release(eligible: Vec<Mapping>) -> u64 {
+    {
         #[allow(unsafe_code)]
         // SAFETY: sysconf has no preconditions
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         let mut walk = Walk {
-            eligible: releasable(&smaps),
+            eligible,
             page: usize::try_from(page).unwrap_or(4096),
             released: 0,
         };
@@ -47,12 +65,7 @@ pub fn release_startup_pages() -> u64 {
                 std::ptr::from_mut(&mut walk).cast::<std::ffi::c_void>(),
             );
         }
-        tracing::debug!("start-up pages released: {} kB", walk.released / 1024);
         walk.released
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        0
     }
 }
 
@@ -270,6 +283,67 @@ Rss:                   8 kB
 Anonymous:             0 kB
 ";
         assert_eq!(releasable(smaps).len(), 1);
+    }
+
+    /// The race a hostile review found in the first form, which advised the
+    /// snapshot's ranges: a listed file mapping goes away and anonymous
+    /// memory takes its addresses before the advice. That memory must keep
+    /// its bytes.
+    #[cfg(target_os = "linux")]
+    #[test]
+    #[allow(unsafe_code)]
+    fn memory_that_took_a_listed_mappings_place_is_never_touched() {
+        use std::os::fd::AsRawFd;
+        let len = 64 * 1024;
+        let path = std::env::temp_dir().join(format!("residency-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a fresh private read-only mapping of our own file, read
+        // (so that it is resident), unmapped, and replaced at the same
+        // address only if nothing else took it (MAP_FIXED_NOREPLACE)
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
+            assert_eq!(
+                bytes.iter().map(|&b| u64::from(b)).sum::<u64>(),
+                7 * len as u64
+            );
+            let listed = releasable(&std::fs::read_to_string("/proc/self/smaps").unwrap());
+            assert!(
+                listed.iter().any(|m| m.start == p as usize),
+                "the file mapping is listed"
+            );
+            assert_eq!(libc::munmap(p, len), 0);
+            let q = libc::mmap(
+                p,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            );
+            let _ = std::fs::remove_file(&path);
+            if q != p {
+                // another thread of the test run took the addresses first
+                return;
+            }
+            std::ptr::write_bytes(q.cast::<u8>(), 0xA5, len);
+            release(listed);
+            let after = std::slice::from_raw_parts(q.cast::<u8>(), len);
+            assert!(
+                after.iter().all(|&b| b == 0xA5),
+                "anonymous memory was zeroed"
+            );
+            libc::munmap(q, len);
+        }
     }
 
     /// Resident kB of this process's read-only mappings of its executable.
