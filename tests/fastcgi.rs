@@ -545,6 +545,13 @@ fn spawned_config(dir: &std::path::Path, procs: usize, children: &str) -> String
     )
 }
 
+fn need_php_cgi() {
+    assert!(
+        std::path::Path::new("/usr/bin/php-cgi").exists(),
+        "php-cgi is not installed (apt-get install php-cgi)"
+    );
+}
+
 /// `php-cgi` processes whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -575,12 +582,13 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn php_cgi_spawned_by_tessera_runs_restarts_reloads_and_stops() {
-    assert!(
-        std::path::Path::new("/usr/bin/php-cgi").exists(),
-        "php-cgi is not installed (apt-get install php-cgi)"
-    );
+    need_php_cgi();
     let d = crate::util::TempDir::new("spawn");
-    let s = Server::start(&spawned_config(d.path(), 2, "1"), |w| {
+    let config = |procs, children| {
+        spawned_config(d.path(), procs, children)
+            .replace("workers = 1\n", "workers = 1\nshutdown-timeout = 2\n")
+    };
+    let s = Server::start(&config(2, "1"), |w| {
         w.write(
             "www/who.php",
             "<?php echo getenv('APP_MODE'), ' ', getmypid();",
@@ -630,10 +638,11 @@ fn php_cgi_spawned_by_tessera_runs_restarts_reloads_and_stops() {
     let before = children_of(s.pid());
     s.reload(None);
     assert_eq!(children_of(s.pid()), before, "unchanged processes are kept");
-    // one that changes them replaces them
-    s.reload(Some(&spawned_config(d.path(), 1, "2")));
+    // one that changes them replaces them: the old ones stop
+    // shutdown-timeout (here 2 s) later
+    s.reload(Some(&config(1, "2")));
     let mut replaced = Vec::new();
-    for _ in 0..250 {
+    for _ in 0..500 {
         replaced = children_of(s.pid());
         if replaced.len() == 1 && before.iter().all(|p| !alive(*p)) {
             break;
@@ -723,4 +732,97 @@ fn an_internal_only_path_is_reached_through_x_accel_redirect_alone() {
     assert_eq!(s.get("/protected/report.txt").status, 403);
     let r = s.get("/give.php");
     assert_eq!((r.status, r.text().as_str()), (200, "members only\n"));
+}
+
+/// A reload that replaces the spawned processes lets the requests they are
+/// answering finish: the old processes are retired, stopped only
+/// `shutdown-timeout` seconds later, while new requests reach the new
+/// processes on a new socket at the same path.
+#[test]
+fn a_reload_that_replaces_spawned_processes_lets_their_requests_finish() {
+    use std::io::{Read, Write};
+    need_php_cgi();
+    let d = crate::util::TempDir::new("spawn-retire");
+    let gate = d.path().join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    // the old process is stopped shutdown-timeout s after the reload
+    let config = |children| {
+        spawned_config(d.path(), 1, children)
+            .replace("workers = 1\n", "workers = 1\nshutdown-timeout = 10\n")
+    };
+    let s = Server::start(&config("1"), |w| {
+        // answers once the test opens the gate: an exchange in progress
+        // for as long as the test wants
+        w.write(
+            "www/slow.php",
+            format!(
+                "<?php touch('{g}/started'); $n = 0; while (!file_exists('{g}/open') && $n++ < 2000) usleep(5000); echo 'slow done ', getmypid();",
+                g = gate.display()
+            ),
+        );
+        w.write("www/pid.php", "<?php echo getmypid();");
+    });
+    let old = children_of(s.pid());
+    assert_eq!(old.len(), 1, "{}", s.stderr());
+    let addr = s.addr;
+    let slow = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(b"GET /slow.php HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let mut started = false;
+    for _ in 0..500 {
+        if gate.join("started").exists() {
+            started = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(started, "slow.php never ran: {}", s.stderr());
+    // PHP_FCGI_CHILDREN changes: the process is replaced
+    s.reload(Some(&config("2")));
+    let mut replaced = false;
+    for _ in 0..500 {
+        let now = children_of(s.pid());
+        if now.iter().any(|p| !old.contains(p)) {
+            replaced = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(replaced, "no new process: {}", s.stderr());
+    // new requests go to the new process while the old one still works
+    let r = s.get("/pid.php");
+    assert_eq!(r.status, 200, "{} {}", r.text(), s.stderr());
+    assert!(
+        alive(old[0]),
+        "the old process was stopped during its request"
+    );
+    std::fs::write(gate.join("open"), "").unwrap();
+    let answer = slow.join().unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("slow done"),
+        "the request in progress was lost: {answer} {}",
+        s.stderr()
+    );
+    // then the old process goes, shutdown-timeout (10 s) after the reload
+    let mut gone = false;
+    for _ in 0..1500 {
+        if !alive(old[0]) {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone, "the retired process still runs: {}", s.stderr());
+    assert_eq!(s.get("/pid.php").status, 200);
+    assert!(
+        d.path().join("php.sock-0").exists(),
+        "the new process's socket was removed with the old one"
+    );
+    s.stop();
 }

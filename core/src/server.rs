@@ -126,7 +126,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
             engine_shutdown,
         )
     });
-    crate::upstream::spawn::reconcile(&cfg.upstreams).map_err(std::io::Error::other)?;
+    crate::upstream::spawn::reconcile(&cfg.upstreams, None).map_err(std::io::Error::other)?;
     crate::upstream::start_health_checks(&cfg.upstreams);
     let hup = signal(SignalKind::hangup())?;
     let usr1 = signal(SignalKind::user_defined1())?;

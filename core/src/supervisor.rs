@@ -89,7 +89,8 @@ impl Runtime {
             restart.push("server.listen-proxy-protocol");
         }
         self.sni.replace(new.tls.clone());
-        if let Err(e) = crate::upstream::spawn::reconcile(&new.upstreams) {
+        let retire_after = std::time::Duration::from_secs(a.shutdown_timeout);
+        if let Err(e) = crate::upstream::spawn::reconcile(&new.upstreams, Some(retire_after)) {
             // the supervisor keeps trying to listen and start it
             tracing::error!("reload: {e}");
         }

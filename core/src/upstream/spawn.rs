@@ -27,8 +27,14 @@
 //!   from 100 ms to 30 s, and starts over at 100 ms once a process ran for
 //!   10 s (so a crashing application does not spin).
 //! - A reload keeps the processes whose address and `spawn` table did not
-//!   change, starts new ones and stops those no longer configured. On
-//!   shutdown every process group gets SIGTERM, and SIGKILL after 3 s.
+//!   change, starts new ones and retires the others: a retired process gets
+//!   no new connection and is stopped the old `shutdown-timeout` seconds
+//!   later, the time a graceful shutdown gives requests in flight (as
+//!   lighttpd's graceful restart lets its old back ends finish). A new
+//!   process on the same Unix socket path binds a new socket there at
+//!   once; one on the same TCP port cannot, so the old one is stopped
+//!   first. On shutdown every process group gets SIGTERM, and SIGKILL
+//!   after 3 s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::CommandExt;
@@ -168,8 +174,12 @@ struct State {
     pid: Option<i32>,
     /// The supervisor thread is done.
     finished: bool,
+    /// Replaced by a reload: serves what it accepted, is not started
+    /// again if it exits, and is stopped later.
+    retiring: bool,
 }
 
+#[derive(Clone)]
 struct Supervised {
     state: Arc<(Mutex<State>, Condvar)>,
 }
@@ -180,13 +190,15 @@ fn table() -> &'static Mutex<HashMap<Key, Supervised>> {
 }
 
 /// Makes the running processes match `upstreams`: starts those missing,
-/// keeps unchanged ones, stops the rest (at start and after a reload).
+/// keeps unchanged ones, and stops the rest, at once (`retire_after`
+/// `None`: at start) or, after a reload, `retire_after` later (the old
+/// `shutdown-timeout`), so that the requests they are answering finish.
 ///
 /// # Errors
 /// A socket that cannot be bound, naming the upstream and address; the
 /// caller decides whether that stops the start (it does at start; a reload
 /// logs it and the supervisor keeps trying).
-pub fn reconcile(upstreams: &Upstreams) -> Result<(), String> {
+pub fn reconcile(upstreams: &Upstreams, retire_after: Option<Duration>) -> Result<(), String> {
     let mut wanted: Vec<(Key, String)> = Vec::new();
     for u in upstreams.all() {
         let Some(spawn) = &u.config.spawn else {
@@ -208,8 +220,29 @@ pub fn reconcile(upstreams: &Upstreams) -> Result<(), String> {
         .filter(|k| !wanted.iter().any(|(w, _)| w == *k))
         .cloned()
         .collect();
-    // stopped first: a replaced process may have the same socket path
-    stop(gone.iter().filter_map(|k| t.remove(k)).collect());
+    let mut now = Vec::new();
+    let mut later = Vec::new();
+    for k in gone {
+        let Some(s) = t.remove(&k) else { continue };
+        let reused = wanted.iter().any(|(w, _)| w.address == k.address);
+        let address = parse(&k.address);
+        // at start, or a replaced process on the same port: stopped first
+        if retire_after.is_none() || (reused && matches!(address, Address::Tcp(_))) {
+            now.push(s);
+            continue;
+        }
+        s.state.0.lock().unwrap_or_else(|e| e.into_inner()).retiring = true;
+        if let (true, Address::Unix(p)) = (reused, &address) {
+            // the new process binds its own socket here; the old one keeps
+            // the connections it accepted
+            let _ = std::fs::remove_file(p);
+        }
+        later.push(s);
+    }
+    stop(now);
+    if let (Some(after), false) = (retire_after, later.is_empty()) {
+        retire(later, after);
+    }
     let mut first_error = None;
     for (key, upstream) in wanted {
         if t.contains_key(&key) {
@@ -245,13 +278,52 @@ pub fn reconcile(upstreams: &Upstreams) -> Result<(), String> {
 /// Stops every process (at shutdown): SIGTERM to each process group,
 /// SIGKILL to those still there after 3 s.
 pub fn stop_all() {
-    let all: Vec<Supervised> = table()
+    let mut all: Vec<Supervised> = table()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .drain()
         .map(|(_, v)| v)
         .collect();
+    all.extend(
+        retiring()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..),
+    );
     stop(all);
+}
+
+/// The processes a reload retired that still run (stopped by [`stop_all`]
+/// too).
+fn retiring() -> &'static Mutex<Vec<Supervised>> {
+    static R: OnceLock<Mutex<Vec<Supervised>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// Stops `list` `after` from now, on a thread of its own.
+fn retire(list: Vec<Supervised>, after: Duration) {
+    retiring()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(list.iter().cloned());
+    tracing::info!(
+        processes = list.len(),
+        "spawn: replaced processes finish their requests and stop in {} s",
+        after.as_secs()
+    );
+    let spawned = std::thread::Builder::new()
+        .name("tessera-retire".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            retiring()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|r| !list.iter().any(|l| Arc::ptr_eq(&l.state, &r.state)));
+            stop(list);
+        });
+    if let Err(e) = spawned {
+        tracing::error!("spawn: cannot start the thread that retires old processes: {e}");
+    }
 }
 
 fn stop(list: Vec<Supervised>) {
@@ -302,6 +374,14 @@ fn signal_group(pid: i32, sig: rustix::process::Signal) {
     }
 }
 
+/// The device and inode of the file at `p`, not following a symbolic link.
+fn file_identity(p: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 fn parse(address: &str) -> Address {
     match address.strip_prefix("unix:") {
         Some(p) => Address::Unix(p.into()),
@@ -338,6 +418,18 @@ impl Listener {
         }
     }
 
+    /// The socket file's device and inode (a Unix socket), for
+    /// [`file_identity`].
+    fn identity(&self) -> Option<(u64, u64)> {
+        match self {
+            Listener::Tcp(_) => None,
+            Listener::Unix(l) => l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().and_then(file_identity)),
+        }
+    }
+
     fn into_stdio(self) -> Stdio {
         match self {
             Listener::Tcp(l) => Stdio::from(std::os::fd::OwnedFd::from(l)),
@@ -357,12 +449,20 @@ fn supervise(
     let (m, cv) = &**state;
     let address = parse(&key.address);
     let mut backoff = BACKOFF_MIN;
+    // the socket file this supervisor bound last (device, inode)
+    let mut bound = None;
     loop {
-        if m.lock().unwrap_or_else(|e| e.into_inner()).stop {
-            break;
+        {
+            let st = m.lock().unwrap_or_else(|e| e.into_inner());
+            if st.stop || st.retiring {
+                break;
+            }
         }
         let l = match listener.take().map_or_else(|| Listener::bind(&address), Ok) {
-            Ok(l) => l,
+            Ok(l) => {
+                bound = l.identity();
+                l
+            }
             Err(e) => {
                 tracing::error!(upstream, address = %key.address, "spawn: cannot listen: {e}");
                 if wait(m, cv, backoff) {
@@ -403,7 +503,7 @@ fn supervise(
             }
             let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
             st.pid = None;
-            if st.stop {
+            if st.stop || st.retiring {
                 break;
             }
             drop(st);
@@ -424,8 +524,12 @@ fn supervise(
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
-    if let Address::Unix(p) = &address {
-        let _ = std::fs::remove_file(p);
+    // only its own socket file: a reload's new process may have bound
+    // another at the same path
+    if let (Address::Unix(p), Some(id)) = (&address, bound) {
+        if file_identity(p) == Some(id) {
+            let _ = std::fs::remove_file(p);
+        }
     }
     let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
     st.finished = true;
