@@ -325,6 +325,31 @@ fn with_one_of_two_upstreams_down_every_request_succeeds() {
     );
 }
 
+/// Every server of a two-server upstream down: 502 at once, without a
+/// connection to either (nginx "no live upstreams"), until `fail-timeout`
+/// passes.
+#[test]
+fn with_every_upstream_down_the_answer_is_502_at_once() {
+    let app = App::start("b");
+    let s = proxy_server(
+        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
+        "balance = \"first\"\nread-timeout = 1\nfail-timeout = 60",
+        "",
+    );
+    // the first is refused, the second times out: both are down
+    assert_eq!(s.get("/api/slow?s=5").status, 504, "{}", s.stderr());
+    // the second is alive again, but down for 60 s: not tried
+    let r = s.get("/api/name");
+    assert_eq!(r.status, 502, "{} {}", r.text(), s.stderr());
+    assert!(s.stderr().contains("no live server"), "{}", s.stderr());
+    let text = s.get("/server-status").text();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&app.addr()) && l.contains("requests=1 ")),
+        "the live server got only the first request: {text}"
+    );
+}
+
 #[test]
 fn round_robin_takes_turns_and_ip_hash_keeps_a_client_on_one_server() {
     let (a, b) = (App::start("a"), App::start("b"));

@@ -264,15 +264,21 @@ impl Drop for Pick<'_> {
 impl Upstream {
     /// Chooses a server by the balance method, skipping servers that are
     /// down and those in `tried` (indices already tried for this request).
-    /// When every untried server is down, the one that comes back first is
-    /// tried anyway (nginx does the same rather than fail at once).
-    /// `None`: every server was tried.
+    /// `None`: every server was tried, or every untried one is down; the
+    /// caller answers 502 at once, as nginx does ("no live upstreams").
+    /// The one server of a single-server upstream is always tried, down or
+    /// not (nginx ignores `max_fails` there).
     pub fn pick(&self, client: Option<IpAddr>, tried: &[usize]) -> Option<Pick<'_>> {
         let rr = match self.config.balance {
             Balance::RoundRobin | Balance::LeastConn => self.next.fetch_add(1, Ordering::Relaxed),
             Balance::First | Balance::IpHash => 0,
         };
-        let chosen = self.choose(client, tried, rr)?;
+        let Some(chosen) = self.choose(client, tried, rr) else {
+            if tried.is_empty() {
+                tracing::error!(upstream = %self.name, "no live server: every server is down");
+            }
+            return None;
+        };
         self.servers[chosen]
             .in_flight
             .fetch_add(1, Ordering::Relaxed);
@@ -330,11 +336,10 @@ impl Upstream {
                 best.unwrap_or(rr % n)
             }
         };
-        (0..n).map(|k| (start + k) % n).find(up).or_else(|| {
-            (0..n)
-                .filter(untried)
-                .min_by_key(|i| self.servers[*i].down_until.load(Ordering::Relaxed))
-        })
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(up)
+            .or_else(|| (n == 1).then_some(0).filter(untried))
     }
 
     /// Seconds as a `Duration`, for the timeouts.
@@ -746,12 +751,18 @@ mod tests {
     }
 
     #[test]
-    fn all_down_still_tries_the_one_back_first() {
+    fn all_down_is_no_server_but_a_single_server_is_always_tried() {
         let ups = upstream(Balance::First, 2);
         let u = ups.get("u").unwrap();
         u.pick(None, &[]).unwrap().failed();
         u.pick(None, &[]).unwrap().failed();
-        assert!(u.pick(None, &[]).is_some());
+        assert!(u.pick(None, &[]).is_none(), "nginx: no live upstreams");
+        let ups = upstream(Balance::First, 1);
+        let u = ups.get("u").unwrap();
+        u.pick(None, &[]).unwrap().failed();
+        assert!(!u.servers[0].is_up());
+        assert_eq!(u.pick(None, &[]).unwrap().index, 0);
+        assert!(u.pick(None, &[0]).is_none());
     }
 
     #[test]
