@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::parser::Val;
+use super::value::Val;
 use super::{Arg, Tr};
 use crate::model::{Opt, V};
 use crate::report::Report;

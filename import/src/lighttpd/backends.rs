@@ -5,7 +5,7 @@
 //! `evhost.path-pattern`, `setenv.*-environment` (the back ends' `params`),
 //! and Debian's `-*- depends: … -*-` file headers.
 
-use super::parser::{Setting, Val};
+use super::value::{Setting, Val};
 use super::proxy::{backend_addr, BACKEND_KEYS};
 use super::Tr;
 use crate::model::{Opt, V};

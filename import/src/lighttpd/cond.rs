@@ -6,7 +6,7 @@
 
 use super::extforward::parse_net;
 use super::listen::socket_addr;
-use super::parser::{CondOp, RawCond};
+use super::value::{CondOp, RawCond};
 use super::Tr;
 use crate::model::{Cond, HostTest, V};
 use crate::report::Report;

@@ -2,7 +2,7 @@
 //! keys `trusted-proxies`, `real-ip-header`, `listen-proxy-protocol` and
 //! `max-body-size` (a conditional one is reported, not imported).
 
-use super::parser::Val;
+use super::value::Val;
 use super::{Arg, Tr};
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};

@@ -3,7 +3,7 @@
 //! become `[server] listen` addresses (TLS ones are left out); the
 //! connection limits are read with `[server]` in `translate`.
 
-use super::parser::CondOp;
+use super::value::CondOp;
 use super::{Arg, Tr};
 use crate::emit::Listen;
 use crate::model::Opt;

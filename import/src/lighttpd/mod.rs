@@ -23,6 +23,7 @@ mod backends;
 mod compress;
 mod cond;
 mod extforward;
+pub(crate) mod glob;
 mod headers;
 pub(crate) mod lexer;
 mod listen;
@@ -34,6 +35,7 @@ mod static_file;
 #[cfg(test)]
 mod test_util;
 mod translate;
+pub(crate) mod value;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -44,7 +46,7 @@ use crate::model::{Cond, Opt, V};
 use crate::report::{Report, Src};
 use crate::Options;
 use access_log::log_format;
-use parser::{Context, ParseOptions, Parsed, Setting, Val};
+use value::{Context, ParseOptions, Parsed, Setting, Val};
 pub(crate) use redirect::mentions_query;
 use translate::translate;
 

@@ -2,7 +2,7 @@
 //! their per-back-end timeouts), `proxy.balance` (and the gateways'
 //! `*.balance`), `proxy.header` and `proxy.forwarded`.
 
-use super::parser::Val;
+use super::value::Val;
 use super::{backends, Arg, Tr};
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};

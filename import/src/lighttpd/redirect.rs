@@ -3,7 +3,7 @@
 //! captures of the block's own `$HTTP["url"] =~` regex).
 
 use super::cond::regex_ok;
-use super::parser::CondOp;
+use super::value::CondOp;
 use super::{Arg, Tr};
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};

@@ -2,7 +2,7 @@
 //! `etag.use-*`, `mimetype.assign`), `server.follow-symlink`, the error pages
 //! (`server.errorfile-prefix`, `server.error-handler-404`) and mod_dirlisting.
 
-use super::parser::Val;
+use super::value::Val;
 use super::{Arg, Tr};
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};

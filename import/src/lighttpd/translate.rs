@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::parser::Parsed;
+use super::value::Parsed;
 use super::{backends, log_format, Tr, DEFAULT_LOG_FORMAT, KNOWN_MODULES};
 use crate::emit::{Output, VhostOut};
 use crate::error::ImportError;
