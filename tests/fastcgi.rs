@@ -826,3 +826,51 @@ fn a_reload_that_replaces_spawned_processes_lets_their_requests_finish() {
     );
     s.stop();
 }
+
+/// Reloads that take a spawned address away and give it back before the
+/// retired process stops, and quick back-and-forth reloads: every socket
+/// stays served by the newest process (a retired supervisor removes only
+/// its own socket file, and a new process takes over a retired one's path).
+#[test]
+fn reloads_that_take_an_address_away_and_back_keep_every_socket_served() {
+    need_php_cgi();
+    let d = crate::util::TempDir::new("spawn-flip");
+    let config = |procs, mode: &str| {
+        spawned_config(d.path(), procs, "1")
+            .replace("APP_MODE = \"spawned\"", &format!("APP_MODE = \"{mode}\""))
+            .replace("workers = 1\n", "workers = 1\nshutdown-timeout = 2\n")
+    };
+    let s = Server::start(&config(2, "a"), |w| {
+        w.write("www/mode.php", "<?php echo getenv('APP_MODE');");
+    });
+    // php.sock-1 goes away with its process, and is wanted again while
+    // that process is still retiring
+    s.reload(Some(&config(1, "b")));
+    s.reload(Some(&config(2, "c")));
+    for _ in 0..5 {
+        s.reload(Some(&config(2, "d")));
+        s.reload(Some(&config(2, "c")));
+    }
+    // every process but the last two retires 2 s after its reload
+    let before = children_of(s.pid());
+    s.reload(Some(&config(2, "e")));
+    let mut settled = false;
+    for _ in 0..1000 {
+        if before.iter().all(|p| !alive(*p)) && children_of(s.pid()).len() == 2 {
+            settled = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(settled, "retired processes remain: {}", s.stderr());
+    // requests keep reaching the newest processes while the retired ones'
+    // supervisors finish
+    for _ in 0..40 {
+        let r = s.get("/mode.php");
+        assert_eq!((r.status, r.text().as_str()), (200, "e"), "{}", s.stderr());
+    }
+    for i in 0..2 {
+        assert!(d.path().join(format!("php.sock-{i}")).exists());
+    }
+    s.stop();
+}

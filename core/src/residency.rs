@@ -192,9 +192,11 @@ fn advise_file_pages(pagemap: &std::fs::File, a: usize, b: usize, page: usize) -
             }
         }
         at += n * page;
-    }
-    if let Some(from) = run {
-        advise(from, at, run_present);
+        // a run is advised at each chunk's end: the window between a
+        // page's check and its advice stays one chunk's read
+        if let Some(from) = run.take() {
+            advise(from, at, run_present);
+        }
     }
     released
 }

@@ -31,10 +31,13 @@
 //!   no new connection and is stopped the old `shutdown-timeout` seconds
 //!   later, the time a graceful shutdown gives requests in flight (as
 //!   lighttpd's graceful restart lets its old back ends finish). A new
-//!   process on the same Unix socket path binds a new socket there at
-//!   once; one on the same TCP port cannot, so the old one is stopped
-//!   first. On shutdown every process group gets SIGTERM, and SIGKILL
-//!   after 3 s.
+//!   process on a Unix socket path that a retired one listens on gets a
+//!   socket bound at a temporary name and renamed over the old file, so
+//!   that a connect always finds one of the two; one on the same TCP port
+//!   cannot bind beside it, so the retired one is stopped first. A socket
+//!   that cannot be bound after a reload is retried with the back-off. On
+//!   shutdown every process group, retired ones too, gets SIGTERM, and
+//!   SIGKILL after 3 s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::CommandExt;
@@ -182,6 +185,8 @@ struct State {
 #[derive(Clone)]
 struct Supervised {
     state: Arc<(Mutex<State>, Condvar)>,
+    /// Where its process listens, as configured.
+    address: String,
 }
 
 fn table() -> &'static Mutex<HashMap<Key, Supervised>> {
@@ -220,28 +225,10 @@ pub fn reconcile(upstreams: &Upstreams, retire_after: Option<Duration>) -> Resul
         .filter(|k| !wanted.iter().any(|(w, _)| w == *k))
         .cloned()
         .collect();
-    let mut now = Vec::new();
-    let mut later = Vec::new();
-    for k in gone {
-        let Some(s) = t.remove(&k) else { continue };
-        let reused = wanted.iter().any(|(w, _)| w.address == k.address);
-        let address = parse(&k.address);
-        // at start, or a replaced process on the same port: stopped first
-        if retire_after.is_none() || (reused && matches!(address, Address::Tcp(_))) {
-            now.push(s);
-            continue;
-        }
-        s.state.0.lock().unwrap_or_else(|e| e.into_inner()).retiring = true;
-        if let (true, Address::Unix(p)) = (reused, &address) {
-            // the new process binds its own socket here; the old one keeps
-            // the connections it accepted
-            let _ = std::fs::remove_file(p);
-        }
-        later.push(s);
-    }
-    stop(now);
-    if let (Some(after), false) = (retire_after, later.is_empty()) {
-        retire(later, after);
+    let gone: Vec<Supervised> = gone.iter().filter_map(|k| t.remove(k)).collect();
+    match retire_after {
+        None => stop(gone),
+        Some(after) => retire(gone, after),
     }
     let mut first_error = None;
     for (key, upstream) in wanted {
@@ -249,30 +236,68 @@ pub fn reconcile(upstreams: &Upstreams, retire_after: Option<Duration>) -> Resul
             continue;
         }
         let address = parse(&key.address);
-        // bind now, so that a bad address is an error at start
-        match Listener::bind(&address) {
-            Ok(l) => {
-                let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
-                let st = state.clone();
-                let k = key.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("tessera-spawn".into())
-                    .spawn(move || supervise(&k, &upstream, Some(l), &st));
-                if let Err(e) = spawned {
-                    first_error.get_or_insert(format!("spawn: {e}"));
-                    continue;
-                }
-                t.insert(key, Supervised { state });
-            }
+        // bind now, so that a bad address is an error at start; the
+        // socket file's identity is taken here, under the table's lock
+        let bound = if give_up_retired(&key.address) {
+            Listener::bind_replacing(&address)
+        } else {
+            Listener::bind(&address)
+        };
+        let (listener, identity) = match bound {
+            Ok((l, id)) => (Some(l), id),
             Err(e) => {
                 first_error.get_or_insert(format!(
                     "upstream \"{upstream}\": spawn: cannot listen on {}: {e}",
                     key.address
                 ));
+                // at start this stops everything; after a reload the
+                // supervisor keeps trying to listen, with its back-off
+                if retire_after.is_none() {
+                    continue;
+                }
+                (None, None)
             }
+        };
+        let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let st = state.clone();
+        let k = key.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tessera-spawn".into())
+            .spawn(move || supervise(&k, &upstream, listener, identity, &st));
+        if let Err(e) = spawned {
+            first_error.get_or_insert(format!("spawn: {e}"));
+            continue;
         }
+        t.insert(
+            key.clone(),
+            Supervised {
+                state,
+                address: key.address,
+            },
+        );
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// Makes way for a new process at `address` where a retired one still
+/// listens: a TCP port is given up (that process is stopped now); a Unix
+/// socket path is then replaced (true), the old process keeping the
+/// connections it accepted.
+fn give_up_retired(address: &str) -> bool {
+    let mut r = retiring().lock().unwrap_or_else(|e| e.into_inner());
+    if !r.iter().any(|s| s.address == address) {
+        return false;
+    }
+    match parse(address) {
+        Address::Unix(_) => true,
+        Address::Tcp(_) => {
+            let (here, others): (Vec<_>, Vec<_>) = r.drain(..).partition(|s| s.address == address);
+            *r = others;
+            drop(r);
+            stop(here);
+            false
+        }
+    }
 }
 
 /// Stops every process (at shutdown): SIGTERM to each process group,
@@ -302,6 +327,12 @@ fn retiring() -> &'static Mutex<Vec<Supervised>> {
 
 /// Stops `list` `after` from now, on a thread of its own.
 fn retire(list: Vec<Supervised>, after: Duration) {
+    if list.is_empty() {
+        return;
+    }
+    for s in &list {
+        s.state.0.lock().unwrap_or_else(|e| e.into_inner()).retiring = true;
+    }
     retiring()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -315,11 +346,13 @@ fn retire(list: Vec<Supervised>, after: Duration) {
         .name("tessera-retire".into())
         .spawn(move || {
             std::thread::sleep(after);
+            // listed until stopped, so that a shutdown meanwhile waits
+            // for them too
+            stop(list.clone());
             retiring()
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|r| !list.iter().any(|l| Arc::ptr_eq(&l.state, &r.state)));
-            stop(list);
         });
     if let Err(e) = spawned {
         tracing::error!("spawn: cannot start the thread that retires old processes: {e}");
@@ -396,9 +429,14 @@ enum Listener {
 }
 
 impl Listener {
-    fn bind(address: &Address) -> std::io::Result<Listener> {
+    /// Binds `address`; with the socket file's device and inode for a
+    /// Unix socket (see [`file_identity`]).
+    fn bind(address: &Address) -> std::io::Result<(Listener, Option<(u64, u64)>)> {
         match address {
-            Address::Tcp(a) => Ok(Listener::Tcp(std::net::TcpListener::bind(a.as_str())?)),
+            Address::Tcp(a) => Ok((
+                Listener::Tcp(std::net::TcpListener::bind(a.as_str())?),
+                None,
+            )),
             Address::Unix(p) => {
                 // a socket file left by an earlier run is removed (lighttpd
                 // does it too), but not one that something still listens on
@@ -413,21 +451,30 @@ impl Listener {
                     }
                     let _ = std::fs::remove_file(p);
                 }
-                Ok(Listener::Unix(std::os::unix::net::UnixListener::bind(p)?))
+                let l = std::os::unix::net::UnixListener::bind(p)?;
+                Ok((Listener::Unix(l), file_identity(p)))
             }
         }
     }
 
-    /// The socket file's device and inode (a Unix socket), for
-    /// [`file_identity`].
-    fn identity(&self) -> Option<(u64, u64)> {
-        match self {
-            Listener::Tcp(_) => None,
-            Listener::Unix(l) => l
-                .local_addr()
-                .ok()
-                .and_then(|a| a.as_pathname().and_then(file_identity)),
+    /// Binds a Unix socket path that a retired process of ours still
+    /// listens on: a new socket at a temporary name, renamed over the old
+    /// file, so that a connect always finds one of the two. A TCP address
+    /// is bound as by [`Listener::bind`].
+    fn bind_replacing(address: &Address) -> std::io::Result<(Listener, Option<(u64, u64)>)> {
+        let Address::Unix(p) = address else {
+            return Listener::bind(address);
+        };
+        let mut tmp = p.as_os_str().to_owned();
+        tmp.push(".tessera-new");
+        let tmp = std::path::PathBuf::from(tmp);
+        let _ = std::fs::remove_file(&tmp);
+        let l = std::os::unix::net::UnixListener::bind(&tmp)?;
+        if let Err(e) = std::fs::rename(&tmp, p) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
+        Ok((Listener::Unix(l), file_identity(p)))
     }
 
     fn into_stdio(self) -> Stdio {
@@ -444,13 +491,14 @@ fn supervise(
     key: &Key,
     upstream: &str,
     mut listener: Option<Listener>,
+    identity: Option<(u64, u64)>,
     state: &Arc<(Mutex<State>, Condvar)>,
 ) {
     let (m, cv) = &**state;
     let address = parse(&key.address);
     let mut backoff = BACKOFF_MIN;
     // the socket file this supervisor bound last (device, inode)
-    let mut bound = None;
+    let mut bound = identity;
     loop {
         {
             let st = m.lock().unwrap_or_else(|e| e.into_inner());
@@ -458,11 +506,16 @@ fn supervise(
                 break;
             }
         }
-        let l = match listener.take().map_or_else(|| Listener::bind(&address), Ok) {
-            Ok(l) => {
-                bound = l.identity();
-                l
-            }
+        let l = match listener.take().map_or_else(
+            || {
+                Listener::bind(&address).map(|(l, id)| {
+                    bound = id;
+                    l
+                })
+            },
+            Ok,
+        ) {
+            Ok(l) => l,
             Err(e) => {
                 tracing::error!(upstream, address = %key.address, "spawn: cannot listen: {e}");
                 if wait(m, cv, backoff) {

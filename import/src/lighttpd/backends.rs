@@ -5,8 +5,8 @@
 //! `evhost.path-pattern`, `setenv.*-environment` (the back ends' `params`),
 //! and Debian's `-*- depends: … -*-` file headers.
 
-use super::value::{Setting, Val};
 use super::proxy::{backend_addr, BACKEND_KEYS};
+use super::value::{Setting, Val};
 use super::Tr;
 use crate::model::{Opt, V};
 use crate::report::{Report, Src};

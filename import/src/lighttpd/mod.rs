@@ -46,9 +46,9 @@ use crate::model::{Cond, Opt, V};
 use crate::report::{Report, Src};
 use crate::Options;
 use access_log::log_format;
-use value::{Context, ParseOptions, Parsed, Setting, Val};
 pub(crate) use redirect::mentions_query;
 use translate::translate;
+use value::{Context, ParseOptions, Parsed, Setting, Val};
 
 /// lighttpd's default `accesslog.format`.
 pub const DEFAULT_LOG_FORMAT: &str = r#"%h %V %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i""#;
