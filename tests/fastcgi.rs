@@ -762,7 +762,15 @@ fn a_reload_that_replaces_spawned_processes_lets_their_requests_finish() {
         );
         w.write("www/pid.php", "<?php echo getmypid();");
     });
-    let old = children_of(s.pid());
+    // the supervisor starts php-cgi on its own thread
+    let mut old = Vec::new();
+    for _ in 0..500 {
+        old = children_of(s.pid());
+        if !old.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(old.len(), 1, "{}", s.stderr());
     let addr = s.addr;
     let slow = std::thread::spawn(move || {
