@@ -180,6 +180,10 @@ struct State {
     /// Replaced by a reload: serves what it accepted, is not started
     /// again if it exits, and is stopped later.
     retiring: bool,
+    /// A newer process's socket file took its path: never removed by this
+    /// supervisor (inode numbers are reused, so the file's identity alone
+    /// cannot tell).
+    path_taken: bool,
 }
 
 #[derive(Clone)]
@@ -238,11 +242,7 @@ pub fn reconcile(upstreams: &Upstreams, retire_after: Option<Duration>) -> Resul
         let address = parse(&key.address);
         // bind now, so that a bad address is an error at start; the
         // socket file's identity is taken here, under the table's lock
-        let bound = if give_up_retired(&key.address) {
-            Listener::bind_replacing(&address)
-        } else {
-            Listener::bind(&address)
-        };
+        let bound = bind_for(&key.address, &address);
         let (listener, identity) = match bound {
             Ok((l, id)) => (Some(l), id),
             Err(e) => {
@@ -279,6 +279,17 @@ pub fn reconcile(upstreams: &Upstreams, retire_after: Option<Duration>) -> Resul
     first_error.map_or(Ok(()), Err)
 }
 
+/// Binds `address` (configured as `text`) for a new process, taking over
+/// the socket of a retired process that still listens there (see
+/// [`give_up_retired`]).
+fn bind_for(text: &str, address: &Address) -> std::io::Result<(Listener, Option<(u64, u64)>)> {
+    if give_up_retired(text) {
+        Listener::bind_replacing(address)
+    } else {
+        Listener::bind(address)
+    }
+}
+
 /// Makes way for a new process at `address` where a retired one still
 /// listens: a TCP port is given up (that process is stopped now); a Unix
 /// socket path is then replaced (true), the old process keeping the
@@ -289,7 +300,16 @@ fn give_up_retired(address: &str) -> bool {
         return false;
     }
     match parse(address) {
-        Address::Unix(_) => true,
+        Address::Unix(_) => {
+            for s in r.iter().filter(|s| s.address == address) {
+                s.state
+                    .0
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .path_taken = true;
+            }
+            true
+        }
         Address::Tcp(_) => {
             let (here, others): (Vec<_>, Vec<_>) = r.drain(..).partition(|s| s.address == address);
             *r = others;
@@ -465,8 +485,12 @@ impl Listener {
         let Address::Unix(p) = address else {
             return Listener::bind(address);
         };
+        // a name of this process and call, so that nothing left at an
+        // older one is in the way
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut tmp = p.as_os_str().to_owned();
-        tmp.push(".tessera-new");
+        tmp.push(format!(".tessera-new-{}-{n}", std::process::id()));
         let tmp = std::path::PathBuf::from(tmp);
         let _ = std::fs::remove_file(&tmp);
         let l = std::os::unix::net::UnixListener::bind(&tmp)?;
@@ -508,7 +532,7 @@ fn supervise(
         }
         let l = match listener.take().map_or_else(
             || {
-                Listener::bind(&address).map(|(l, id)| {
+                bind_for(&key.address, &address).map(|(l, id)| {
                     bound = id;
                     l
                 })
@@ -579,12 +603,12 @@ fn supervise(
     }
     // only its own socket file: a reload's new process may have bound
     // another at the same path
-    if let (Address::Unix(p), Some(id)) = (&address, bound) {
+    let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
+    if let (Address::Unix(p), Some(id), false) = (&address, bound, st.path_taken) {
         if file_identity(p) == Some(id) {
             let _ = std::fs::remove_file(p);
         }
     }
-    let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
     st.finished = true;
     cv.notify_all();
 }
@@ -690,5 +714,42 @@ mod tests {
         assert!(cfg(2)
             .addresses(&Address::Tcp("127.0.0.1:65535".into()))
             .is_err());
+    }
+
+    /// A new process that takes over a retired one's Unix socket path
+    /// marks it so that the retired supervisor never removes the file
+    /// (a hostile review saw ext4 give the new file the old one's inode
+    /// number, which fooled the identity check alone), and replaces the
+    /// file without a moment in which the path is missing.
+    #[test]
+    fn a_retired_process_s_path_taken_over_is_marked_and_replaced_in_place() {
+        let dir = std::env::temp_dir().join(format!("spawn-takeover-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("php.sock-0");
+        let address = Address::Unix(path.clone());
+        let text = format!("unix:{}", path.display());
+        let (old, old_id) = Listener::bind(&address).unwrap();
+        let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        retiring().lock().unwrap().push(Supervised {
+            state: state.clone(),
+            address: text.clone(),
+        });
+        // a directory at a fixed temporary name would be in the way
+        std::fs::create_dir_all(dir.join("php.sock-0.tessera-new")).unwrap();
+        let (new, new_id) = bind_for(&text, &address).unwrap();
+        assert!(
+            state.0.lock().unwrap().path_taken,
+            "the retired one is marked"
+        );
+        assert_ne!(new_id, old_id);
+        assert_eq!(file_identity(&path), new_id);
+        // a connect reaches the new socket
+        std::os::unix::net::UnixStream::connect(&path).unwrap();
+        retiring()
+            .lock()
+            .unwrap()
+            .retain(|r| !Arc::ptr_eq(&r.state, &state));
+        drop((old, new));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
