@@ -251,6 +251,39 @@ fn a_php_backend_that_is_down_is_502() {
     assert_eq!(s.get("/info.php").status, 502);
 }
 
+/// A PHP server that cannot be reached got nothing: the request goes to the
+/// next server of the upstream (lighttpd's mod_fastcgi, nginx's
+/// `fastcgi_next_upstream error`), and the failure is logged with the
+/// server's address.
+#[test]
+fn a_php_server_that_cannot_be_reached_is_skipped_for_the_next() {
+    let d = crate::util::TempDir::new("fpm-next");
+    let fpm = Fpm::start(&d);
+    let dead = d.path().join("nobody.sock");
+    let s = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"php\"\nservers = [\"unix:{}\", \"unix:{}\"]\nmax-fails = 0\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"fastcgi\", \"static-file\"]\n[vhost.fastcgi]\nupstream = \"php\"\n",
+            dead.display(),
+            fpm.socket.display()
+        ),
+        |w| {
+            w.write("www/hello.php", "<?php echo 'hello';");
+        },
+    );
+    // round-robin, never marked down: every other request meets the dead
+    // server first
+    for _ in 0..4 {
+        let r = s.get("/hello.php");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "hello"),
+            "{}",
+            s.stderr()
+        );
+    }
+    assert!(s.stderr().contains("nobody.sock"), "{}", s.stderr());
+}
+
 /// A running php-fpm (Debian's php-fpm package) on a Unix socket in `dir`.
 struct Fpm {
     child: Child,

@@ -252,11 +252,22 @@ pub(crate) async fn exchange(
     use tokio::io::AsyncWriteExt;
 
     let u = &upstream.config;
-    let pick = upstream
-        .pick(client, &[])
-        .ok_or_else(|| error_response(StatusCode::BAD_GATEWAY))?;
-    let server = upstream.servers[pick.index].address.clone();
-    let (pick, mut io) = pick.connect(None, who).await.map_err(error_response)?;
+    // a server that cannot be reached got nothing: the next one is tried,
+    // and the last one's status answers when none can (nginx's
+    // scgi_next_upstream / uwsgi_next_upstream "error timeout")
+    let mut tried: smallvec::SmallVec<[usize; 2]> = smallvec::SmallVec::new();
+    let mut last = StatusCode::BAD_GATEWAY;
+    let (pick, mut io, server) = loop {
+        let pick = upstream
+            .pick(client, &tried)
+            .ok_or_else(|| error_response(last))?;
+        tried.push(pick.index);
+        let server = upstream.servers[pick.index].address.clone();
+        match pick.connect(None, who).await {
+            Ok((pick, io)) => break (pick, io, server),
+            Err(status) => last = status,
+        }
+    };
     // the client's side failing is not the server's fault
     let mut client_failed = None;
     let sent = async {

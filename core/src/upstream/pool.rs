@@ -157,6 +157,11 @@ impl Pool {
         &self.upstream.servers[self.index]
     }
 
+    /// The address of the pool's server (for log lines).
+    pub fn address(&self) -> &super::Address {
+        &self.server().address
+    }
+
     /// The pool's limits.
     pub fn limits(&self) -> Limits {
         self.limits

@@ -126,6 +126,10 @@ impl Module for FastCgi {
 enum Failed {
     /// Answer with this status (logged already).
     Status(StatusCode),
+    /// No connection to the server (refused, timed out, at
+    /// `max-connections`): nothing was sent, so the next server may take
+    /// the request; this status if none does (logged already).
+    Unsent(StatusCode),
     /// A kept-alive connection was closed by the application before it
     /// answered: try once more on a new one, if the body allows.
     Stale,
@@ -162,15 +166,18 @@ impl FastCgi {
         }
         let peer = cx.req.peer_addr().map(|p| p.ip());
         let mut tried: smallvec::SmallVec<[usize; 2]> = smallvec::SmallVec::new();
+        // when no server could be reached, the last one's status (504 for
+        // a connect timeout, as nginx's fastcgi_next_upstream)
+        let mut last = StatusCode::BAD_GATEWAY;
         loop {
             let Some(pick) = self.upstream.pick(peer, &tried) else {
-                return error_response(StatusCode::BAD_GATEWAY);
+                return error_response(last);
             };
             tried.push(pick.index);
             let server = &self.upstream.servers[pick.index].address;
             let pool = pool(&self.alive, &self.upstream, pick.index);
             let attempt = self.attempt(&pool, &out, &mut input).await;
-            if !matches!(attempt, Err(Failed::Stale)) {
+            if !matches!(attempt, Err(Failed::Stale | Failed::Unsent(_))) {
                 tessera_core::buffers::give(std::mem::take(&mut out));
             }
             let (head, answer) = match attempt {
@@ -184,6 +191,13 @@ impl FastCgi {
                 Err(Failed::Stale) => {
                     pick.failed();
                     return error_response(StatusCode::BAD_GATEWAY);
+                }
+                Err(Failed::Unsent(s)) => {
+                    if s != StatusCode::SERVICE_UNAVAILABLE {
+                        pick.failed();
+                    }
+                    last = s;
+                    continue;
                 }
                 Err(Failed::Status(s)) => {
                     if s != StatusCode::SERVICE_UNAVAILABLE {
@@ -217,8 +231,8 @@ impl FastCgi {
         let mut lease = match pool.lease(None).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(upstream = %name, "fastcgi: {e}");
-                return Err(Failed::Status(match e {
+                tracing::error!(upstream = %name, server = %pool.address(), "fastcgi: {e}");
+                return Err(Failed::Unsent(match e {
                     tessera_core::upstream::pool::LeaseError::ConnectTimeout => {
                         StatusCode::GATEWAY_TIMEOUT
                     }
