@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_core::Stream;
 use std::future::Future;
-use tessera_core::actix_web::http::header::{HeaderMap, HeaderName};
+use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderName};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::h1::chunked::Decoder;
@@ -315,19 +315,27 @@ async fn read_head(
                         chunked: Ok(false),
                         close: false,
                     };
-                    // the framing and connection fields first: what
-                    // Connection names is left out below
+                    // one pass: each name is converted once, the framing and
+                    // connection fields are found by name (a standard name
+                    // compares at once), and what Connection names is left
+                    // out after the pass (it may come later in the head)
                     let mut named: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
                     let mut lengths = 0;
                     let mut codings = 0;
+                    // values as slices of the head's bytes below (shared, not
+                    // copied)
+                    let base = buf.as_ptr() as usize;
+                    let mut fields: smallvec::SmallVec<[(HeaderName, usize, usize); 16]> =
+                        smallvec::SmallVec::with_capacity(res.headers.len());
                     for f in res.headers.iter() {
-                        let name = f.name.as_bytes();
-                        if name.eq_ignore_ascii_case(b"content-length") {
+                        let name = HeaderName::from_bytes(f.name.as_bytes())
+                            .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
+                        if name == header::CONTENT_LENGTH {
                             lengths += 1;
                             head.length = tessera_core::h1::head::content_length(f.value)
                                 .map(Some)
                                 .ok_or(());
-                        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                        } else if name == header::TRANSFER_ENCODING {
                             for c in list(f.value) {
                                 codings += 1;
                                 head.chunked = if codings == 1 && c.eq_ignore_ascii_case(b"chunked")
@@ -337,7 +345,7 @@ async fn read_head(
                                     Err(())
                                 };
                             }
-                        } else if name.eq_ignore_ascii_case(b"connection") {
+                        } else if name == header::CONNECTION {
                             for t in list(f.value) {
                                 if t.eq_ignore_ascii_case(b"close") {
                                     head.close = true;
@@ -346,31 +354,25 @@ async fn read_head(
                                 }
                             }
                         }
-                    }
-                    if lengths > 1 {
-                        return Err(Failure::BadResponse("more than one Content-Length"));
-                    }
-                    // names now, values as slices of the head's bytes below
-                    // (shared, not copied)
-                    let base = buf.as_ptr() as usize;
-                    let mut fields: smallvec::SmallVec<[(HeaderName, usize, usize); 16]> =
-                        smallvec::SmallVec::with_capacity(res.headers.len());
-                    for f in res.headers.iter() {
-                        let name = HeaderName::from_bytes(f.name.as_bytes())
-                            .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
-                        if super::forward::is_hop_by_hop(&name)
-                            || named
-                                .iter()
-                                .any(|t| t.eq_ignore_ascii_case(f.name.as_bytes()))
-                        {
+                        if super::forward::is_hop_by_hop(&name) {
                             continue;
                         }
                         let at = f.value.as_ptr() as usize - base;
                         fields.push((name, at, at + f.value.len()));
                     }
+                    if lengths > 1 {
+                        return Err(Failure::BadResponse("more than one Content-Length"));
+                    }
+                    if !named.is_empty() {
+                        fields.retain(|(name, _, _)| {
+                            !named
+                                .iter()
+                                .any(|t| t.eq_ignore_ascii_case(name.as_str().as_bytes()))
+                        });
+                    }
                     drop(named);
                     let shared = buf.split_to(n).freeze();
-                    for (name, from, to) in fields {
+                    for (name, from, to) in fields.drain(..) {
                         let value = tessera_core::h1::head::parsed_value(shared.slice(from..to));
                         h.append(name, value);
                     }

@@ -127,6 +127,10 @@ impl ModuleDecl for Proxy {
             match &s.address {
                 Address::Tcp(a) => {
                     use std::net::ToSocketAddrs;
+                    // sent as the Host of `host = "upstream"`, unchecked
+                    HeaderValue::from_str(a).map_err(|_| {
+                        format!("upstream \"{}\": {a:?} is not a valid host", upstream.name)
+                    })?;
                     let first = a
                         .to_socket_addrs()
                         .map_err(|e| format!("upstream \"{}\": {a}: {e}", upstream.name))?
@@ -185,13 +189,22 @@ impl Inner {
     async fn forward(&self, cx: &mut Ctx<'_>) -> HttpResponse {
         let req = cx.req;
         // a request without framing has no body (RFC 9112 §6.3), whatever
-        // payload object the connection gave it
-        let framed = req.headers().contains_key(header::TRANSFER_ENCODING)
-            || req
-                .headers()
-                .get(header::CONTENT_LENGTH)
-                .is_some_and(|v| v.as_bytes() != b"0");
-        let mut body = cx.take_body().filter(|_| framed);
+        // payload object the connection gave it; without a payload (most
+        // requests) the framing fields are not looked up
+        let mut body = cx.take_body();
+        let mut length = None;
+        if body.is_some() {
+            let declared = req.headers().get(header::CONTENT_LENGTH);
+            let framed = declared.is_some_and(|v| v.as_bytes() != b"0")
+                || req.headers().contains_key(header::TRANSFER_ENCODING);
+            if framed {
+                length = declared
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+            } else {
+                body = None;
+            }
+        }
         let has_body = body.is_some();
         // the path the rules matched (decoded, normalized: no dot segments,
         // no doubled slashes), encoded again and mapped, as nginx maps the
@@ -222,11 +235,6 @@ impl Inner {
             }
         }
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
-        let length = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
         let head_only = req.method() == tessera_core::actix_web::http::Method::HEAD;
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
         let idempotent = is_idempotent(req.method());
