@@ -535,6 +535,32 @@ fn x_sendfile_serves_files_inside_the_docroot_only() {
     assert!(s.stderr().contains("x-sendfile: refused"), "{}", s.stderr());
     // a missing file inside it: 404
     assert_eq!(s.get(&q(&files.join("none.bin"))).status, 404);
+    // once static-file's open-file cache keeps the file (its change time 2 s
+    // old), the answer still has one Content-Type, the back end's
+    let changed = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&big).unwrap();
+        std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, 0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::SystemTime::now()
+        .duration_since(changed)
+        .unwrap_or_default()
+        < std::time::Duration::from_millis(3100)
+    {
+        assert!(std::time::Instant::now() < deadline, "big.bin never aged");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for _ in 0..2 {
+        let r = s.get(&q(&big));
+        assert_eq!(r.body, data);
+        assert_eq!(
+            r.header_all("content-type").len(),
+            1,
+            "{:?}",
+            r.header_all("content-type")
+        );
+    }
     // X-Accel-Redirect: the URL path is served instead
     let r = s.get("/accel.php");
     assert_eq!((r.status, r.text().as_str()), (200, "plain text\n"));

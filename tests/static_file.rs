@@ -575,3 +575,62 @@ fn a_304_gets_the_expiry_its_200_would_get_also_for_an_index_file() {
     assert_eq!(r.header("cache-control"), Some("max-age=300"));
     assert!(r.header("expires").is_some());
 }
+
+/// Every field of a full response from the open-file cache, each exactly
+/// once, as raw lines of the head.
+fn head_fields(raw: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(raw);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    head.lines()
+        .skip(1)
+        .map(|l| l.split(':').next().unwrap_or_default().to_ascii_lowercase())
+        .collect()
+}
+
+#[test]
+fn a_cached_file_s_prebuilt_fields_are_sent_once_and_response_modules_still_see_them() {
+    // Tessera's engine sends the cached file's Content-Type, Accept-Ranges,
+    // ETag and Last-Modified as lines built once; a pipeline with a
+    // response-phase module gets them in the header map, where that module
+    // (expires by type here) reads them.
+    let plain = server();
+    let with_expires = Server::site(
+        "\"expires\", \"static-file\"",
+        "[vhost.expires]\nmime-types = { \"text/html\" = \"access plus 5 minutes\" }\n",
+        |d| {
+            d.write("www/index.html", "<h1>home</h1>");
+        },
+    );
+    for s in [&plain, &with_expires] {
+        let first = s.get("/index.html");
+        let r = cached(s, "/index.html", "index.html");
+        assert_eq!(r.text(), "<h1>home</h1>");
+        for k in ["content-type", "accept-ranges", "etag", "last-modified"] {
+            assert_eq!(r.header_all(k).len(), 1, "{k} not sent once");
+            assert_eq!(r.header(k), first.header(k), "{k} differs once cached");
+        }
+        for raw in [
+            s.raw(b"GET /index.html HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n"),
+            s.raw(b"HEAD /index.html HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n"),
+        ] {
+            let names = head_fields(&raw);
+            for k in [
+                "content-type",
+                "accept-ranges",
+                "etag",
+                "last-modified",
+                "date",
+            ] {
+                assert_eq!(
+                    names.iter().filter(|n| *n == k).count(),
+                    1,
+                    "{k} in {names:?}"
+                );
+            }
+        }
+    }
+    let r = with_expires.get("/index.html");
+    assert_eq!(r.header("cache-control"), Some("max-age=300"));
+    assert!(r.header("expires").is_some());
+    assert_eq!(plain.get("/index.html").header("cache-control"), None);
+}

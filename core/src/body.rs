@@ -114,3 +114,28 @@ impl SendFile {
             .then(|| (self.0.sent.get(), self.0.total.get()))
     }
 }
+
+/// Header field lines built once per cached file, `name: value\r\n` each
+/// (lowercase names): static-file's Content-Type, Accept-Ranges, ETag and
+/// Last-Modified, put in a full response's extensions instead of four
+/// fields in its map when [`crate::Ctx::prebuilt_fields_ok`] allows it.
+/// Tessera's HTTP/1.1 engine writes them after the map's fields (issue 12:
+/// "cached small files keep a prebuilt head block"; h2o and nginx's
+/// open-file cache keep such values formatted, not the lines).
+#[derive(Debug, Clone)]
+pub struct PrebuiltFields(pub Bytes);
+
+static ENGINE_SERVES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records, once at start, that the plain-TCP listeners run on Tessera's
+/// HTTP/1.1 engine (`http1-engine` is a restart-only setting, so a reloaded
+/// configuration may name the other engine).
+pub(crate) fn set_engine_serves(yes: bool) {
+    ENGINE_SERVES.store(yes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `req` came through Tessera's HTTP/1.1 engine: a plain-TCP
+/// request while the engine serves them (TLS and HTTP/2 are actix-http's).
+pub fn on_engine(req: &actix_web::HttpRequest) -> bool {
+    ENGINE_SERVES.load(std::sync::atomic::Ordering::Relaxed) && !req.app_config().secure()
+}

@@ -36,6 +36,7 @@ pub struct Ctx<'a> {
     pub ext: Extensions,
     body: Option<crate::request_body::RequestBody>,
     root: Option<RootOverride>,
+    prebuilt_fields: bool,
 }
 
 /// A document root set for one request by [`Ctx::set_document_root`]: the
@@ -118,7 +119,24 @@ impl<'a> Ctx<'a> {
             ext: Extensions::default(),
             body: None,
             root: None,
+            prebuilt_fields: false,
         }
+    }
+
+    /// Whether a content handler may put header fields it prebuilt
+    /// ([`crate::body::PrebuiltFields`]) in its response's extensions
+    /// instead of the header map: the request came through Tessera's
+    /// HTTP/1.1 engine, which writes them, and no module of the pipeline
+    /// that answers it has a response phase (which would read or change the
+    /// map). Set by the core before the handlers run; false for an
+    /// explanation (`X-Tessera-Explain`, `tessera explain`), which shows the
+    /// map.
+    pub fn prebuilt_fields_ok(&self) -> bool {
+        self.prebuilt_fields
+    }
+
+    pub(crate) fn set_prebuilt_fields_ok(&mut self, ok: bool) {
+        self.prebuilt_fields = ok;
     }
 
     /// The document root files of this request are served from: the vhost's

@@ -450,7 +450,11 @@ pub(crate) async fn respond_observed<O: Observe>(
         }
         None => {
             let mut rewrites = 0;
+            let engine = !O::DRY && crate::body::on_engine(req);
             loop {
+                cx.set_prebuilt_fields_ok(
+                    engine && !active.iter().any(|(h, _)| h.contains(Hooks::RESPONSE)),
+                );
                 match run_handlers(&active, &mut cx, obs).await {
                     Handled::Response(r) => break r,
                     Handled::Rewritten if rewrites < crate::context::MAX_REWRITES => {
@@ -484,10 +488,7 @@ pub(crate) async fn respond_observed<O: Observe>(
     // engine) a request with a chunked body gets `Connection: close`, so the
     // connection is not kept alive behind an unread body; Tessera's engine
     // drains it.
-    if req.headers().contains_key(header::TRANSFER_ENCODING)
-        && (cfg.server.http1_engine == crate::config::Http1Engine::Actix
-            || req.app_config().secure())
-    {
+    if req.headers().contains_key(header::TRANSFER_ENCODING) && !crate::body::on_engine(req) {
         res.head_mut()
             .set_connection_type(actix_web::http::ConnectionType::Close);
     }

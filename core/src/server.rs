@@ -64,6 +64,7 @@ pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
         shutdown: builder.graceful_shutdown_signal(),
     };
     let engine = listeners.settings.engine == crate::config::Http1Engine::Tessera;
+    crate::body::set_engine_serves(engine);
     let mut actix_sockets = 0;
     let mut groups = Vec::new();
     let mut bound = Vec::new();

@@ -38,6 +38,7 @@ use smallvec::smallvec;
 use tessera_core::actix_web::http::header::{self, HeaderName, HeaderValue};
 use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
+use tessera_core::body::PrebuiltFields;
 use tessera_core::response::{error_response, redirect_to_slash};
 use tessera_core::rule::extension;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
@@ -227,7 +228,7 @@ impl Module for StaticFile {
         }
         let key = self.cache.as_ref().and_then(|_| cx.resource_key());
         if let (Some(cache), Some(key)) = (&self.cache, &key) {
-            if let Some(r) = self.cached_response(cache, cx, key) {
+            if let Some(r) = self.cached_response(cache, cx, key, cx.prebuilt_fields_ok()) {
                 return Some(r);
             }
         }
@@ -406,7 +407,8 @@ impl StaticFile {
     /// policy refuses it.
     pub fn serve_at(&self, cx: &Ctx<'_>, path: &str) -> Option<HttpResponse> {
         if let Some(cache) = &self.cache {
-            if let Some(r) = self.cached_response(cache, cx, path) {
+            // (no prebuilt fields: the caller adds its own, X-Sendfile's Content-Type)
+            if let Some(r) = self.cached_response(cache, cx, path, false) {
                 return Some(r);
             }
         }
@@ -422,8 +424,15 @@ impl StaticFile {
     }
 
     /// Answers from the open-file cache; `None` when the path is not cached or
-    /// its entry is out of date (the caller resolves it afresh).
-    fn cached_response(&self, cache: &FileCache, cx: &Ctx<'_>, key: &str) -> Option<HttpResponse> {
+    /// its entry is out of date (the caller resolves it afresh). `prebuilt`:
+    /// see [`respond`].
+    fn cached_response(
+        &self,
+        cache: &FileCache,
+        cx: &Ctx<'_>,
+        key: &str,
+        prebuilt: bool,
+    ) -> Option<HttpResponse> {
         let e = cache.get(key)?;
         if let Some(r) = method_check(cx) {
             return Some(r);
@@ -447,7 +456,7 @@ impl StaticFile {
                 Source::File(file)
             }
         };
-        Some(respond(cx, &e.info, source, &[]))
+        Some(respond(cx, &e.info, source, &[], prebuilt))
     }
 
     /// Answers for a file resolved without the cache (`path` is its full path;
@@ -467,11 +476,11 @@ impl StaticFile {
     ) -> HttpResponse {
         let info = FileInfo::new(meta, self.mime.lookup(ext), self.etag, "");
         let (Some(cache), Some(key)) = (&self.cache, key) else {
-            return respond(cx, &info, Source::File(file), &[]);
+            return respond(cx, &info, Source::File(file), &[], false);
         };
         let id = Identity::of(meta);
         if id.is_racy(SystemTime::now()) {
-            return respond(cx, &info, Source::File(file), &[]);
+            return respond(cx, &info, Source::File(file), &[], false);
         }
         let mut content = None;
         if meta.len() <= SMALL_FILE && cache.max_bytes() > 0 {
@@ -484,15 +493,15 @@ impl StaticFile {
                 {
                     content = Some(Bytes::from(buf));
                 }
-                _ => return respond(cx, &info, Source::File(file), &[]),
+                _ => return respond(cx, &info, Source::File(file), &[], false),
             }
         }
         let source = match &content {
             Some(b) => Source::Memory(b.clone()),
             None => Source::File(file),
         };
-        let r = respond(cx, &info, source, &[]);
-        cache.insert(key, Entry::new(path, dir, id, info, content));
+        let r = respond(cx, &info, source, &[], false);
+        cache.insert(key, Entry::new(path, dir, id, info.prebuild(), content));
         r
     }
 }
@@ -511,6 +520,10 @@ pub struct FileInfo {
     etag_value: Option<HeaderValue>,
     /// The Content-Type.
     pub content_type: HeaderValue,
+    /// The full response's Content-Type, Accept-Ranges, ETag and
+    /// Last-Modified as header lines, for Tessera's engine; built when the
+    /// open-file cache keeps the file ([`FileInfo::prebuild`]).
+    fields: Option<Bytes>,
 }
 
 impl FileInfo {
@@ -533,7 +546,32 @@ impl FileInfo {
                 .flatten(),
             etag: tag,
             content_type,
+            fields: None,
         }
+    }
+
+    /// Builds the header lines a full response carries (see
+    /// [`tessera_core::body::PrebuiltFields`]): done once, for a file the
+    /// open-file cache keeps, instead of four map insertions and their
+    /// encoding per request.
+    fn prebuild(mut self) -> Self {
+        let mut b = Vec::with_capacity(160);
+        let mut line = |name: &[u8], value: &HeaderValue| {
+            b.extend_from_slice(name);
+            b.extend_from_slice(b": ");
+            b.extend_from_slice(value.as_bytes());
+            b.extend_from_slice(b"\r\n");
+        };
+        line(b"content-type", &self.content_type);
+        line(b"accept-ranges", &BYTES);
+        if let Some(v) = &self.etag_value {
+            line(b"etag", v);
+        }
+        if let Some(v) = &self.last_modified_value {
+            line(b"last-modified", v);
+        }
+        self.fields = Some(Bytes::from(b));
+        self
     }
 
     fn validators(&self, r: &mut HttpResponse) {
@@ -585,7 +623,7 @@ pub fn serve_file(
     rep: &Representation<'_>,
 ) -> HttpResponse {
     let info = FileInfo::new(meta, rep.content_type.clone(), rep.etag, rep.etag_suffix);
-    respond(cx, &info, Source::File(file), rep.headers)
+    respond(cx, &info, Source::File(file), rep.headers, false)
 }
 
 /// 503 with `Retry-After: 1`: the file could not be opened for want of
@@ -614,11 +652,15 @@ fn with_sendfile(
 
 /// The response for a file described by `info` whose bytes come from `source`
 /// (see [`serve_file`]); `extra` is added to 200 and 206 responses.
+/// `prebuilt`: a full response may carry `info`'s prebuilt fields instead
+/// of map entries ([`Ctx::prebuilt_fields_ok`], for the pipeline's own
+/// content phase only).
 fn respond(
     cx: &Ctx<'_>,
     info: &FileInfo,
     source: Source,
     extra: &[(HeaderName, HeaderValue)],
+    prebuilt: bool,
 ) -> HttpResponse {
     if let Some(r) = method_check(cx) {
         return r;
@@ -737,6 +779,10 @@ fn respond(
                     ),
                 }
             };
+            if let (true, Some(fields), true) = (prebuilt, &info.fields, extra.is_empty()) {
+                r.extensions_mut().insert(PrebuiltFields(fields.clone()));
+                return r;
+            }
             r.headers_mut().insert(header::CONTENT_TYPE, ctype);
             r
         }
