@@ -363,3 +363,22 @@ fn environment_overrides_a_key_the_file_sets() {
     assert_eq!(s.req("POST", "/a.txt", &["Content-Length: 15"]).status, 405);
     assert_eq!(s.req("POST", "/a.txt", &["Content-Length: 21"]).status, 413);
 }
+
+#[test]
+fn a_proxy_host_that_is_not_a_valid_host_is_refused() {
+    let conf = |host: &str| {
+        site_config(
+            "\"proxy\"",
+            &format!(
+                "[vhost.proxy]\nupstream = \"u\"\nhost = {host:?}\n\n[[upstream]]\nname = \"u\"\nservers = [\"127.0.0.1:9\"]\n"
+            ),
+        )
+    };
+    for bad in ["a b", "a\tb", " lead", "\u{fc}.example"] {
+        let e = error(&conf(bad));
+        assert!(e.contains("is not a valid Host"), "{bad:?}: {e}");
+        assert!(!e.contains('\t'), "a raw tab echoed: {e}");
+    }
+    let (ok, _, err, _) = check(&conf("app.example:8080"), |_| {});
+    assert!(ok, "{err}");
+}

@@ -153,7 +153,12 @@ impl ModuleDecl for Proxy {
         }
         map_path.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
         if let HostMode::Set(h) = &cfg.host {
-            HeaderValue::from_str(h).map_err(|_| format!("host: \"{h}\" is not a valid Host"))?;
+            // a host name or IP literal with an optional port (RFC 9110
+            // §7.2), as a client's Host is checked: no space, tab or
+            // control character reaches the upstream's head
+            if !tessera_core::vhost::valid_host(h) {
+                return Err(format!("host: {h:?} is not a valid Host"));
+            }
         }
         Ok(Proxy {
             inner: Some(Inner {
