@@ -8,6 +8,9 @@
 //! ([`SendFile::take_handed`]) and ends; a body that a later module replaced
 //! ignores the offer and yields its own bytes, which the engine sends as
 //! usual. TLS and HTTP/2 never offer, and read the file in chunks.
+//!
+//! A cached file's prebuilt header lines ([`PrebuiltFields`]) reach the
+//! engine the same way, in the response's extensions.
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
@@ -136,6 +139,6 @@ pub(crate) fn set_engine_serves(yes: bool) {
 
 /// Whether `req` came through Tessera's HTTP/1.1 engine: a plain-TCP
 /// request while the engine serves them (TLS and HTTP/2 are actix-http's).
-pub fn on_engine(req: &actix_web::HttpRequest) -> bool {
+pub(crate) fn on_engine(req: &actix_web::HttpRequest) -> bool {
     ENGINE_SERVES.load(std::sync::atomic::Ordering::Relaxed) && !req.app_config().secure()
 }

@@ -215,10 +215,6 @@ pub(super) async fn write_response(
     };
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     let sendfile: Option<crate::body::SendFile> = None;
-    let prebuilt = res
-        .extensions()
-        .get::<crate::body::PrebuiltFields>()
-        .map(|p| p.0.clone());
     let (res, body) = res.into_parts();
     let status = res.status();
     let mut size = body.size();
@@ -274,8 +270,8 @@ pub(super) async fn write_response(
         w.put_slice(value.as_bytes());
         w.put_slice(b"\r\n");
     }
-    if let Some(p) = prebuilt {
-        w.put_slice(&p);
+    if let Some(p) = res.extensions().get::<crate::body::PrebuiltFields>() {
+        w.put_slice(&p.0);
     }
     if !has_date {
         w.put_slice(b"date: ");
