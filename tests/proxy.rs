@@ -816,3 +816,87 @@ fn an_http_1_0_client_never_gets_100_continue() {
     assert!(!text.contains("100 Continue"), "{text}");
     assert!(text.starts_with("HTTP/1.0 200"), "{text}");
 }
+
+/// One HTTP/2 request with `body` sent as DATA frames of 16 KiB and no
+/// Content-Length (`None`: the stream ends with the headers); the status
+/// and the response body.
+async fn h2_exchange(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+    body: Option<&[u8]>,
+) -> (u16, Vec<u8>) {
+    let req = http::Request::post(format!("https://h2.test{path}"))
+        .body(())
+        .unwrap();
+    let (resp, mut stream) = send.send_request(req, body.is_none()).unwrap();
+    if let Some(body) = body {
+        let parts: Vec<&[u8]> = body.chunks(16_384).collect();
+        for (i, part) in parts.iter().enumerate() {
+            stream
+                .send_data(bytes::Bytes::copy_from_slice(part), i + 1 == parts.len())
+                .unwrap();
+        }
+    }
+    let resp = resp.await.unwrap();
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let mut got = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        got.extend_from_slice(&chunk);
+    }
+    (status, got)
+}
+
+/// HTTP/2 has no chunked coding: a body may come as DATA frames with no
+/// Content-Length (RFC 9113 §8.1). The upstream gets it re-framed chunked, a
+/// CGI script gets it collected with its CONTENT_LENGTH, and a request whose
+/// stream ends with its headers reaches both with no body.
+#[test]
+fn an_http2_body_without_content_length_reaches_the_upstream_and_a_cgi_script() {
+    let app = App::start("a");
+    let d = crate::util::TempDir::new("h2body");
+    d.write(
+        "www/echo.py",
+        "import os, sys, hashlib\nn = int(os.environ.get('CONTENT_LENGTH') or -1)\ndata = sys.stdin.buffer.read(n) if n >= 0 else b''\nsys.stdout.write('Content-Type: text/plain\\n\\n%d %d %s' % (n, len(data), hashlib.sha256(data).hexdigest()))\n",
+    );
+    let (_s, addr, der) = crate::lifecycle::h2_server_with(
+        &d,
+        "max-body-size = 4194304",
+        &format!("[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n", app.addr()),
+        "modules = [\"cgi\", \"static-file\"]\n[vhost.cgi]\nassign = { \".py\" = \"/usr/bin/python3\" }\n\
+         [[vhost.rule]]\nmatch = { path-prefix = \"/api/\" }\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = { \"/api/\" = \"/\" }\n",
+    );
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let sha = sha256_hex(&data);
+    crate::lifecycle::block_on(async {
+        let (mut send, conn) = crate::lifecycle::h2_connect(addr, &der, 1 << 20).await;
+        tokio::spawn(conn);
+        let (status, got) = h2_exchange(&mut send, "/api/echo", Some(&data)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+        let j: serde_json::Value = serde_json::from_slice(&got).unwrap();
+        assert_eq!(j["length"], data.len());
+        assert_eq!(j["sha256"], sha);
+        let (status, got) = h2_exchange(&mut send, "/api/echo", None).await;
+        assert_eq!(status, 200);
+        let j: serde_json::Value = serde_json::from_slice(&got).unwrap();
+        assert_eq!(j["length"], 0);
+        let te = j["headers"].as_array().unwrap().iter().any(|p| {
+            p[0].as_str()
+                .unwrap()
+                .eq_ignore_ascii_case("transfer-encoding")
+        });
+        assert!(!te, "a request without a body went up chunked: {j}");
+        let (status, got) = h2_exchange(&mut send, "/echo.py", Some(&data)).await;
+        assert_eq!(status, 200);
+        let want = format!("{} {} {sha}", data.len(), data.len());
+        assert_eq!(String::from_utf8_lossy(&got), want);
+        let (_, got) = h2_exchange(&mut send, "/echo.py", None).await;
+        assert!(
+            String::from_utf8_lossy(&got).starts_with("-1 0 "),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+    });
+}

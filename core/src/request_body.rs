@@ -13,6 +13,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use actix_web::dev::Payload;
+use actix_web::http::{header, Version};
+use actix_web::HttpRequest;
 use bytes::Bytes;
 use futures_core::Stream;
 
@@ -37,6 +39,20 @@ pub struct RequestBody {
     limit: u64,
     seen: u64,
     over: Rc<Cell<bool>>,
+    /// The first read, when [`RequestBody::framing`] had to look at it.
+    peeked: Option<Option<Result<Bytes, BodyError>>>,
+}
+
+/// How a request's body is delimited (RFC 9112 §6.3; RFC 9113 §8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body.
+    None,
+    /// A body of exactly this many bytes (Content-Length).
+    Length(u64),
+    /// A body that ends when the client says so: chunked in HTTP/1.1, or an
+    /// HTTP/2 stream with DATA frames and no Content-Length.
+    Unknown,
 }
 
 impl RequestBody {
@@ -49,6 +65,37 @@ impl RequestBody {
             limit,
             seen: 0,
             over,
+            peeked: None,
+        }
+    }
+
+    /// How the body of `req` (whose body this is) is delimited.
+    /// Content-Length gives a length and Transfer-Encoding (always chunked
+    /// here: the engines refuse others with 501) an unknown one. An HTTP/2
+    /// request may carry DATA frames with neither field, so there the first
+    /// read is awaited (a request without a body ends its stream with its
+    /// headers, so that read does not wait) and kept for the handler.
+    pub async fn framing(&mut self, req: &HttpRequest) -> Framing {
+        let headers = req.headers();
+        if headers.contains_key(header::TRANSFER_ENCODING) {
+            return Framing::Unknown;
+        }
+        if let Some(v) = headers.get(header::CONTENT_LENGTH) {
+            return match crate::h1::head::content_length(v.as_bytes()) {
+                Some(n) => Framing::Length(n),
+                None => Framing::None,
+            };
+        }
+        if req.version() != Version::HTTP_2 {
+            return Framing::None;
+        }
+        if self.peeked.is_none() {
+            let first = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await;
+            self.peeked = Some(first);
+        }
+        match self.peeked {
+            Some(None) => Framing::None,
+            _ => Framing::Unknown,
         }
     }
 
@@ -63,6 +110,14 @@ impl Stream for RequestBody {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        match this.peeked.take() {
+            Some(Some(first)) => return Poll::Ready(Some(first)),
+            Some(None) => {
+                this.peeked = Some(None);
+                return Poll::Ready(None);
+            }
+            None => {}
+        }
         if this.over.get() {
             return Poll::Ready(None);
         }

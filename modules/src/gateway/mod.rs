@@ -412,8 +412,9 @@ pub fn environment(
 }
 
 /// The request body as a back end gets it: CGI needs `CONTENT_LENGTH`
-/// before the body, so a chunked body is collected first (at most
-/// `max-body-size` bytes), and a Content-Length body streams.
+/// before the body, so a body of unknown length (chunked, or HTTP/2 DATA
+/// without Content-Length) is collected first (at most `max-body-size`
+/// bytes), and a Content-Length body streams.
 pub enum Input {
     /// No body (`CONTENT_LENGTH` is left out).
     None,
@@ -427,25 +428,21 @@ impl Input {
     /// Takes the request's body. Errors: the response to send instead, 413
     /// for a chunked body over `max-body-size`, 400 for one cut short.
     pub async fn take(cx: &mut Ctx<'_>) -> Result<Input, HttpResponse> {
-        let headers = cx.req.headers();
-        let chunked = headers.contains_key(header::TRANSFER_ENCODING);
-        let length = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        use tessera_core::request_body::Framing;
         let Some(mut body) = cx.take_body() else {
-            return Ok(if chunked {
-                Input::Whole(Bytes::new())
-            } else {
-                Input::None
-            });
+            return Ok(
+                if cx.req.headers().contains_key(header::TRANSFER_ENCODING) {
+                    Input::Whole(Bytes::new())
+                } else {
+                    Input::None
+                },
+            );
         };
-        if !chunked {
-            return Ok(match length {
-                Some(n) if n > 0 => Input::Stream(body, n),
-                Some(_) => Input::Whole(Bytes::new()),
-                None => Input::None,
-            });
+        match body.framing(cx.req).await {
+            Framing::Length(n) if n > 0 => return Ok(Input::Stream(body, n)),
+            Framing::Length(_) => return Ok(Input::Whole(Bytes::new())),
+            Framing::None => return Ok(Input::None),
+            Framing::Unknown => {}
         }
         let mut all = BytesMut::new();
         loop {

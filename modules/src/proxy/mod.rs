@@ -195,19 +195,15 @@ impl Inner {
         let req = cx.req;
         // a request without framing has no body (RFC 9112 §6.3), whatever
         // payload object the connection gave it; without a payload (most
-        // requests) the framing fields are not looked up
+        // requests) the framing is not looked at
         let mut body = cx.take_body();
         let mut length = None;
-        if body.is_some() {
-            let declared = req.headers().get(header::CONTENT_LENGTH);
-            let framed = declared.is_some_and(|v| v.as_bytes() != b"0")
-                || req.headers().contains_key(header::TRANSFER_ENCODING);
-            if framed {
-                length = declared
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
-            } else {
-                body = None;
+        if let Some(b) = body.as_mut() {
+            use tessera_core::request_body::Framing;
+            match b.framing(req).await {
+                Framing::Length(n) if n > 0 => length = Some(n),
+                Framing::Unknown => {}
+                Framing::Length(_) | Framing::None => body = None,
             }
         }
         let has_body = body.is_some();
