@@ -378,7 +378,7 @@ fn fpm_site(fpm: &Fpm, upstream: &str, fastcgi: &str) -> Server {
             w.write("www/plain.txt", "plain text\n");
             w.write(
                 "www/send.php",
-                "<?php header('X-Sendfile: ' . $_GET['f']); header('Content-Disposition: attachment; filename=\"f.bin\"'); echo 'BODY FROM PHP';",
+                "<?php header('X-Sendfile: ' . $_GET['f']); header('Content-Disposition: attachment; filename=\"f.bin\"'); header('ETag: \"from-php\"'); header('Last-Modified: Mon, 01 Jan 2001 00:00:00 GMT'); echo 'BODY FROM PHP';",
             );
             w.write(
                 "www/accel.php",
@@ -511,6 +511,14 @@ fn x_sendfile_serves_files_inside_the_docroot_only() {
     assert!(
         r.header("x-sendfile").is_none(),
         "the path never reaches the client"
+    );
+    // the file's validators, once: the back end's describe its own body
+    assert_eq!(r.header_all("etag").len(), 1, "{:?}", r.header_all("etag"));
+    assert_ne!(r.header("etag"), Some("\"from-php\""));
+    assert_eq!(r.header_all("last-modified").len(), 1);
+    assert_ne!(
+        r.header("last-modified"),
+        Some("Mon, 01 Jan 2001 00:00:00 GMT")
     );
     // static-file's Range and validators
     let r = s.req("GET", &q(&big), &["Range: bytes=10-19"]);

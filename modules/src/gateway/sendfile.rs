@@ -73,7 +73,9 @@ impl XSendfile {
     }
 
     /// The response for a head with `X-Sendfile`, when on; `None` to send
-    /// the back end's own answer.
+    /// the back end's own answer. A 200 or 206 keeps the back end's other
+    /// fields; its Content-Type replaces the file's, and its validators and
+    /// framing fields give way to the file's.
     pub fn serve(&self, cx: &Ctx<'_>, head: &Head) -> Option<HttpResponse> {
         let named = head.sendfile.as_deref().filter(|_| self.is_on())?;
         let Some((root, inner)) = self.inside(named) else {
@@ -92,7 +94,7 @@ impl XSendfile {
             for (k, v) in &head.fields {
                 if *k == header::CONTENT_TYPE {
                     r.headers_mut().insert(k.clone(), v.clone());
-                } else {
+                } else if !describes_the_file(k) {
                     r.headers_mut().append(k.clone(), v.clone());
                 }
             }
@@ -117,6 +119,21 @@ impl XSendfile {
             (!rest.is_empty()).then(|| (server, format!("/{rest}")))
         })
     }
+}
+
+/// Fields static-file sets from the file it serves: the back end's would
+/// describe its own body, and a second ETag or Last-Modified would not be
+/// the one conditional requests were checked against (nginx
+/// `X-Accel-Redirect` takes the validators from the file too).
+fn describes_the_file(k: &header::HeaderName) -> bool {
+    [
+        header::ETAG,
+        header::LAST_MODIFIED,
+        header::ACCEPT_RANGES,
+        header::CONTENT_RANGE,
+        header::CONTENT_LENGTH,
+    ]
+    .contains(k)
 }
 
 #[cfg(test)]
