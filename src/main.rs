@@ -15,12 +15,7 @@ use tessera_core::{Config, Registry};
 #[command(version, about, long_about = None)]
 struct Cli {
     /// Configuration file.
-    #[arg(
-        short = 'c',
-        long = "config",
-        default_value = "conf/server.toml",
-        global = true
-    )]
+    #[arg(short = 'c', long = "config", default_value = "conf/server.toml")]
     config: PathBuf,
     /// Check the configuration, print a summary of vhosts, rules and module
     /// pipelines, and exit (like `nginx -t`).
@@ -48,6 +43,10 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ExplainArgs {
+    /// Configuration file (also accepted before `explain`) [default:
+    /// conf/server.toml].
+    #[arg(short = 'c', long = "config", value_name = "CONFIG")]
+    config: Option<PathBuf>,
     /// http://host[:port]/path?query, https://…, or /path (the first
     /// listener's address is then the host).
     url: String,
@@ -308,7 +307,13 @@ fn main() -> ExitCode {
     };
     let sys = actix_rt::System::new();
     let result: anyhow::Result<()> = sys.block_on(async {
-        let cfg = tessera_core::config::load(&cli.config, &reg);
+        let config = match &cli.command {
+            Some(Command::Explain(ExplainArgs {
+                config: Some(c), ..
+            })) => c,
+            _ => &cli.config,
+        };
+        let cfg = tessera_core::config::load(config, &reg);
         let cfg = match cfg {
             Ok(c) => c,
             Err(e) => return Err(anyhow::Error::new(e)),

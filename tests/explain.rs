@@ -352,3 +352,36 @@ fn explain_describes_a_fastcgi_back_end() {
         "{e:#}"
     );
 }
+
+/// `-c` is where it acts: `explain` takes it before or after its name, the
+/// server before any subcommand, and `import` (which reads no server.toml)
+/// neither lists nor accepts it.
+#[test]
+fn the_configuration_option_belongs_to_the_server_and_explain_only() {
+    let run = |args: &[&str]| {
+        let o = Command::new(bin())
+            .args(args)
+            .env_remove("TESSERA_SERVER__HTTP1_ENGINE")
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    let conf = demo();
+    let conf = conf.to_str().unwrap();
+    let (before, out_before) = run(&["-c", conf, "explain", "/", "--json"]);
+    let (after, out_after) = run(&["explain", "-c", conf, "/", "--json"]);
+    assert_eq!((before, after), (0, 0), "{out_before}{out_after}");
+    assert_eq!(out_before, out_after);
+    // a file that does not exist, named after `explain`, is the one read
+    let (code, out) = run(&["explain", "-c", "/nonexistent/x.toml", "/"]);
+    assert_ne!(code, 0);
+    assert!(out.contains("/nonexistent/x.toml"), "{out}");
+    let (code, help) = run(&["import", "--help"]);
+    assert_eq!(code, 0);
+    assert!(!help.contains("--config"), "{help}");
+    let (code, _) = run(&["import", "-c", conf, "lighttpd", "/dev/null"]);
+    assert_eq!(code, 2, "import accepted -c");
+}
