@@ -409,14 +409,18 @@ fn an_upstream_that_dies_mid_response_never_looks_complete() {
 fn forwarding_fields_from_untrusted_clients_are_replaced_and_trusted_ones_give_the_client() {
     let app = App::start("a");
     let s = proxy_server(&[app.addr()], "", "");
-    let r = s.req("GET", "/api/echo", &["X-Forwarded-For: 203.0.113.9"]);
+    let spoof = ["X-Forwarded-For: 203.0.113.9", "X-Real-IP: 203.0.113.7"];
+    let r = s.req("GET", "/api/echo", &spoof);
     assert_eq!(upstream_header(&json(&r), "x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(upstream_header(&json(&r), "x-real-ip"), ["127.0.0.1"]);
     let s = proxy_server(&[app.addr()], "", "trusted-proxies = [\"127.0.0.0/8\"]");
-    let r = s.req("GET", "/api/echo", &["X-Forwarded-For: 203.0.113.9"]);
+    let r = s.req("GET", "/api/echo", &spoof);
     assert_eq!(
         upstream_header(&json(&r), "x-forwarded-for"),
         ["203.0.113.9, 127.0.0.1"]
     );
+    // X-Real-IP is the client address the trusted chain gave
+    assert_eq!(upstream_header(&json(&r), "x-real-ip"), ["203.0.113.9"]);
     // the access log names the client, not the proxy (flushed at exit)
     let dir = s.root().parent().unwrap().to_path_buf();
     s.stop_keep_dir();

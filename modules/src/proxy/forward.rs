@@ -35,8 +35,10 @@ impl<'de> Deserialize<'de> for HostMode {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ForwardedMode {
-    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (the
-    /// default; nginx's usual `proxy_set_header` set, lighttpd's default).
+    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and
+    /// `X-Real-IP` (the client address) (the default; nginx's usual
+    /// `proxy_set_header` set, lighttpd's default plus nginx's
+    /// `X-Real-IP $remote_addr`).
     #[default]
     XForwarded,
     /// `Forwarded: for=...;proto=...;host=...` (RFC 7239; lighttpd
@@ -44,7 +46,7 @@ pub enum ForwardedMode {
     Forwarded,
     /// Both.
     Both,
-    /// None: the client's forwarding fields are removed too.
+    /// None: the client's forwarding fields (`X-Real-IP` too) are removed.
     None,
 }
 
@@ -73,6 +75,7 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 /// The field names the `Connection` fields of `from` list (RFC 9110
 /// §7.6.1: hop-by-hop for this connection only), as sent; `close` and
@@ -142,8 +145,8 @@ pub(super) fn request_headers(
 ///   [`HostMode::Upstream`], and for a request without Host);
 /// - per `fwd`, `X-Forwarded-For` (the chain the client sent is kept only
 ///   when the core took the client address from it, i.e. a trusted proxy
-///   sent it), `X-Forwarded-Proto`, `X-Forwarded-Host`, or `Forwarded`
-///   (RFC 7239).
+///   sent it), `X-Real-IP`, `X-Forwarded-Proto`, `X-Forwarded-Host`, or
+///   `Forwarded` (RFC 7239); a client's own `X-Real-IP` is never passed on.
 ///
 /// Values are not checked here: see the note at the top of the body.
 pub(super) fn write_request_fields(
@@ -172,7 +175,8 @@ pub(super) fn write_request_fields(
             header::HOST | header::EXPECT | header::PROXY_AUTHORIZATION | header::FORWARDED
         ) || *k == X_FORWARDED_FOR
             || *k == X_FORWARDED_PROTO
-            || *k == X_FORWARDED_HOST;
+            || *k == X_FORWARDED_HOST
+            || *k == X_REAL_IP;
         if own || is_hop_by_hop(k) || (!named.is_empty() && listed(&named, k)) {
             continue;
         }
@@ -227,6 +231,11 @@ pub(super) fn write_request_fields(
             }
             (None, Some(ip)) => line(out, b"x-forwarded-for", ip_text.format(ip)),
             (None, None) => {}
+        }
+        // the client address, never the client's own word (an upstream
+        // that reads X-Real-IP, as many behind nginx do, cannot be fooled)
+        if let Some(ip) = client {
+            line(out, b"x-real-ip", ip_text.format(ip));
         }
         line(out, b"x-forwarded-proto", proto.as_bytes());
         if !client_host.is_empty() {
@@ -350,6 +359,7 @@ mod tests {
         assert_eq!(h.get("x-kept").unwrap(), "yes");
         assert_eq!(h.get("host").unwrap(), "site.test");
         assert_eq!(h.get("x-forwarded-for").unwrap(), "192.0.2.1");
+        assert_eq!(h.get("x-real-ip").unwrap(), "192.0.2.1");
         assert_eq!(h.get("x-forwarded-proto").unwrap(), "http");
         assert_eq!(h.get("x-forwarded-host").unwrap(), "site.test");
     }
@@ -360,8 +370,13 @@ mod tests {
             .insert_header(("host", "site.test"))
             .insert_header(("x-forwarded-for", "6.6.6.6"))
             .insert_header(("forwarded", "for=6.6.6.6"))
+            .insert_header(("x-real-ip", "6.6.6.6"))
             .peer_addr("192.0.2.1:5000".parse().unwrap())
             .to_http_request();
+        for mode in [ForwardedMode::Forwarded, ForwardedMode::None] {
+            let h = request_headers(req.headers(), &req, &HostMode::Upstream, mode, "up:1");
+            assert!(h.get("x-real-ip").is_none(), "{mode:?}");
+        }
         let h = request_headers(
             req.headers(),
             &req,
@@ -369,6 +384,7 @@ mod tests {
             ForwardedMode::Both,
             "up:1",
         );
+        assert_eq!(h.get_all("x-real-ip").collect::<Vec<_>>(), ["192.0.2.1"]);
         assert_eq!(h.get("x-forwarded-for").unwrap(), "192.0.2.1");
         assert_eq!(
             h.get("forwarded").unwrap(),
