@@ -77,6 +77,9 @@ pub struct VhostTable {
     /// `~REGEX` names, in file order, and whether they see the port.
     regexes: Vec<(fancy_regex::Regex, usize, bool)>,
     default: usize,
+    /// No `names-see-port`, wildcard or regex names: a lower-case host the
+    /// exact table lacks goes to the default at once.
+    only_exact: bool,
 }
 
 /// Longest host name handled without allocation; longer ones go to the default
@@ -111,7 +114,9 @@ impl VhostTable {
             }
         }
         wildcards.sort_by_key(|w: &(Box<str>, usize, bool)| std::cmp::Reverse(w.0.len()));
+        let only_exact = exact_port.is_empty() && wildcards.is_empty() && regexes.is_empty();
         VhostTable {
+            only_exact,
             vhosts,
             exact,
             exact_port,
@@ -198,6 +203,11 @@ impl VhostTable {
                     return (&self.vhosts[i], Selected::Exact(n));
                 }
             }
+            // what follows would look the same name up again, and nothing
+            // else (a port, a suffix, a pattern) could match it
+            if self.only_exact {
+                return default;
+            }
         }
         // The lower-cased host, then its `:port` as a number without the
         // scheme's default port (for names-see-port; lighttpd's
@@ -283,6 +293,38 @@ pub enum Selected<'t> {
     Default,
 }
 
+/// The bytes of a reg-name (RFC 3986 §3.2.2: unreserved, pct-encoded's `%`,
+/// sub-delims), a table built at compile time: one load per byte of every
+/// request's Host.
+static HOST_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        c += 1;
+    }
+    t
+};
+
 /// The host without its port: `a.b:80` -> `a.b`, `[::1]:8080` -> `[::1]`.
 pub fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
@@ -334,28 +376,7 @@ pub fn valid_host(host: &str) -> bool {
             && port[1..].bytes().all(|c| c.is_ascii_digit())
             && port[1..].parse::<u16>().is_ok());
     let name_ok = !name.is_empty()
-        && (name.starts_with('[')
-            || name.bytes().all(|c| {
-                c.is_ascii_alphanumeric()
-                    || matches!(
-                        c,
-                        b'-' | b'.'
-                            | b'_'
-                            | b'~'
-                            | b'%'
-                            | b'!'
-                            | b'$'
-                            | b'&'
-                            | b'\''
-                            | b'('
-                            | b')'
-                            | b'*'
-                            | b'+'
-                            | b','
-                            | b';'
-                            | b'='
-                    )
-            }));
+        && (name.starts_with('[') || name.bytes().all(|c| HOST_BYTE[usize::from(c)]));
     port_ok && name_ok
 }
 
