@@ -904,3 +904,75 @@ fn an_http2_body_without_content_length_reaches_the_upstream_and_a_cgi_script() 
         );
     });
 }
+
+/// HTTP/2 lets a client end a stream short of its Content-Length, send a
+/// second Content-Length, or stall without a byte: each is the client's
+/// fault (400, in `client-header-timeout` at most for a stall), never the
+/// upstream's (it is not marked down, and the next request reaches it). An
+/// empty DATA frame that ends a GET sends no body up.
+#[test]
+fn a_short_doubled_or_stalled_http2_body_is_400_and_never_the_upstream_s_fault() {
+    let app = App::start("a");
+    let d = crate::util::TempDir::new("h2short");
+    let (_s, addr, der) = crate::lifecycle::h2_server_with(
+        &d,
+        "client-header-timeout = 2",
+        &format!(
+            "[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\nread-timeout = 30\nmax-fails = 1\n",
+            app.addr()
+        ),
+        "modules = [\"static-file\"]\n\
+         [[vhost.rule]]\nmatch = { path-prefix = \"/api/\" }\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = { \"/api/\" = \"/\" }\n",
+    );
+    crate::lifecycle::block_on(async {
+        let (mut send, conn) = crate::lifecycle::h2_connect(addr, &der, 1 << 20).await;
+        tokio::spawn(conn);
+        let post = |lengths: &[&str]| {
+            let mut b = http::Request::post("https://h2.test/api/echo");
+            for l in lengths {
+                b = b.header("content-length", *l);
+            }
+            b.body(()).unwrap()
+        };
+        // ends with its headers, one byte short of what it announced
+        let (resp, _) = send.send_request(post(&["1"]), true).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(resp.await.unwrap().status(), 400);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // two Content-Length fields
+        let (resp, mut body) = send.send_request(post(&["3", "4"]), false).unwrap();
+        body.send_data(bytes::Bytes::from_static(b"abc"), true)
+            .unwrap();
+        assert_eq!(resp.await.unwrap().status(), 400);
+        // headers without END_STREAM, then nothing: cut off, not held
+        let (resp, _stalled) = send.send_request(post(&[]), false).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(20), resp).await;
+        assert_eq!(
+            r.expect("a stalled body held for 20 s").unwrap().status(),
+            400
+        );
+        // the upstream was never blamed: it answers the next request
+        let (status, got) = h2_exchange(&mut send, "/api/echo", Some(b"ok")).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+        // a GET ended by an empty DATA frame has no body upstream
+        let get = http::Request::get("https://h2.test/api/echo")
+            .body(())
+            .unwrap();
+        let (resp, mut body) = send.send_request(get, false).unwrap();
+        body.send_data(bytes::Bytes::new(), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut b = resp.into_body();
+        let mut got = Vec::new();
+        while let Some(c) = b.data().await {
+            got.extend_from_slice(&c.unwrap());
+        }
+        let j: serde_json::Value = serde_json::from_slice(&got).unwrap();
+        let te = j["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p[0].as_str().unwrap() == "transfer-encoding");
+        assert!(!te, "an empty DATA frame went up as a chunked body: {j}");
+    });
+}

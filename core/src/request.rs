@@ -297,7 +297,13 @@ pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Opti
     }
     // RFC 9110 §15.5.14: a body larger than we accept is 413 (bodies are
     // announced by Content-Length; chunked bodies are never read).
-    if let Some(len) = req.headers().get(header::CONTENT_LENGTH) {
+    let mut lengths = req.headers().get_all(header::CONTENT_LENGTH);
+    if let Some(len) = lengths.next() {
+        // RFC 9112 §6.3: a second Content-Length is a framing error
+        // (Tessera's engine refuses it while parsing; HTTP/2 lets it through)
+        if lengths.next().is_some() {
+            return Some(error_response(StatusCode::BAD_REQUEST));
+        }
         if len
             .to_str()
             .ok()
@@ -422,10 +428,20 @@ pub(crate) async fn respond_observed<O: Observe>(
     if let Some(p) = payload.filter(|p| !matches!(p, actix_web::dev::Payload::None)) {
         let flag = Rc::new(std::cell::Cell::new(false));
         over = Some(flag.clone());
+        // Tessera's engine times a body's reads itself; actix-http (TLS,
+        // HTTP/2) does not
+        let idle = (!crate::body::on_engine(req))
+            .then(|| std::time::Duration::from_secs(cfg.server.client_header_timeout));
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| crate::h1::head::content_length(v.as_bytes()));
         cx.set_body(crate::request_body::RequestBody::new(
             p,
             cfg.server.max_body_size,
             flag,
+            declared,
+            idle,
         ));
     }
     let resolve = |cx: &Ctx<'_>| {

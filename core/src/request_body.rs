@@ -8,9 +8,11 @@
 //! `proxy_request_buffering off`, lighttpd `server.stream-request-body`).
 
 use std::cell::Cell;
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use actix_web::dev::Payload;
 use actix_web::http::{header, Version};
@@ -41,6 +43,17 @@ pub struct RequestBody {
     over: Rc<Cell<bool>>,
     /// The first read, when [`RequestBody::framing`] had to look at it.
     peeked: Option<Option<Result<Bytes, BodyError>>>,
+    /// The announced Content-Length: a body that ends short of it is
+    /// incomplete.
+    declared: Option<u64>,
+    /// The longest wait for the next bytes, when the connection engine does
+    /// not time body reads itself.
+    idle: Option<Duration>,
+    /// The idle timer, armed while a read waits; `stale` once bytes came.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    stale: bool,
+    /// Ended or failed: every later read is the end.
+    ended: bool,
 }
 
 /// How a request's body is delimited (RFC 9112 §6.3; RFC 9113 §8.1).
@@ -58,14 +71,29 @@ pub enum Framing {
 impl RequestBody {
     /// A body over the engine's `payload`, limited to `limit` bytes. `over`
     /// is set when the limit is passed, so that the core closes the
-    /// connection after its 413.
-    pub fn new(payload: Payload, limit: u64, over: Rc<Cell<bool>>) -> Self {
+    /// connection after its 413. `declared` is the request's Content-Length:
+    /// a body that ends before it fails ([`BodyError::Incomplete`]; HTTP/2
+    /// lets a stream end short of it). `idle`: the longest wait for more
+    /// bytes (`client-header-timeout`, as Tessera's engine times the reads
+    /// of a body itself; `None` there), then the body fails.
+    pub fn new(
+        payload: Payload,
+        limit: u64,
+        over: Rc<Cell<bool>>,
+        declared: Option<u64>,
+        idle: Option<Duration>,
+    ) -> Self {
         RequestBody {
             payload,
             limit,
             seen: 0,
             over,
             peeked: None,
+            declared,
+            idle,
+            timer: None,
+            stale: false,
+            ended: false,
         }
     }
 
@@ -89,9 +117,12 @@ impl RequestBody {
         if req.version() != Version::HTTP_2 {
             return Framing::None;
         }
-        if self.peeked.is_none() {
+        while self.peeked.is_none() {
             let first = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await;
-            self.peeked = Some(first);
+            // an empty DATA frame says nothing: look further
+            if !matches!(&first, Some(Ok(b)) if b.is_empty()) {
+                self.peeked = Some(first);
+            }
         }
         match self.peeked {
             Some(None) => Framing::None,
@@ -118,11 +149,12 @@ impl Stream for RequestBody {
             }
             None => {}
         }
-        if this.over.get() {
+        if this.ended || this.over.get() {
             return Poll::Ready(None);
         }
         match Pin::new(&mut this.payload).poll_next(cx) {
             Poll::Ready(Some(Ok(b))) => {
+                this.stale = true;
                 this.seen += b.len() as u64;
                 if this.seen > this.limit {
                     this.over.set(true);
@@ -131,10 +163,39 @@ impl Stream for RequestBody {
                 Poll::Ready(Some(Ok(b)))
             }
             Poll::Ready(Some(Err(e))) => {
+                this.ended = true;
                 Poll::Ready(Some(Err(BodyError::Incomplete(e.to_string()))))
             }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                this.ended = true;
+                match this.declared {
+                    Some(n) if this.seen < n => Poll::Ready(Some(Err(BodyError::Incomplete(
+                        format!("the body ended after {} of {n} bytes", this.seen),
+                    )))),
+                    _ => Poll::Ready(None),
+                }
+            }
+            Poll::Pending => {
+                let Some(idle) = this.idle else {
+                    return Poll::Pending;
+                };
+                let deadline = tokio::time::Instant::now() + idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if std::mem::take(&mut this.stale) {
+                    timer.as_mut().reset(deadline);
+                }
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        this.ended = true;
+                        Poll::Ready(Some(Err(BodyError::Incomplete(
+                            "the client stopped sending".into(),
+                        ))))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 }
