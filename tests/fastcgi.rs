@@ -378,7 +378,7 @@ fn fpm_site(fpm: &Fpm, upstream: &str, fastcgi: &str) -> Server {
             w.write("www/plain.txt", "plain text\n");
             w.write(
                 "www/send.php",
-                "<?php header('X-Sendfile: ' . $_GET['f']); header('Content-Disposition: attachment; filename=\"f.bin\"'); header('ETag: \"from-php\"'); header('Last-Modified: Mon, 01 Jan 2001 00:00:00 GMT'); echo 'BODY FROM PHP';",
+                "<?php header('X-Sendfile: ' . $_GET['f']); header('Content-Disposition: attachment; filename=\"f.bin\"'); header('ETag: \"from-php\"'); header('Last-Modified: Mon, 01 Jan 2001 00:00:00 GMT'); header('Cache-Control: max-age=60'); header('Content-Encoding: gzip'); echo 'BODY FROM PHP';",
             );
             w.write(
                 "www/accel.php",
@@ -512,6 +512,9 @@ fn x_sendfile_serves_files_inside_the_docroot_only() {
         r.header("x-sendfile").is_none(),
         "the path never reaches the client"
     );
+    // the file is sent as it is: the back end's coding does not describe it
+    assert!(r.header("content-encoding").is_none());
+    assert_eq!(r.header("cache-control"), Some("max-age=60"));
     // the file's validators, once: the back end's describe its own body
     assert_eq!(r.header_all("etag").len(), 1, "{:?}", r.header_all("etag"));
     assert_ne!(r.header("etag"), Some("\"from-php\""));
@@ -527,6 +530,13 @@ fn x_sendfile_serves_files_inside_the_docroot_only() {
     let etag = r.header("etag").expect("an ETag").to_string();
     let r = s.req("GET", &q(&big), &[&format!("If-None-Match: {etag}")]);
     assert_eq!(r.status, 304);
+    // a 304 keeps what a cache needs of the 200 (RFC 9110 §15.4.5)
+    assert_eq!(r.header("cache-control"), Some("max-age=60"));
+    // several ranges: multipart/byteranges, not the back end's type
+    let r = s.req("GET", &q(&big), &["Range: bytes=0-1,5-6"]);
+    assert_eq!(r.status, 206);
+    let ct = r.header("content-type").unwrap_or_default();
+    assert!(ct.starts_with("multipart/byteranges; boundary="), "{ct}");
     // outside x-sendfile-docroot, or climbing out of it: 403, logged
     let secret = s
         .root()

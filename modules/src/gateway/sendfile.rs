@@ -74,8 +74,10 @@ impl XSendfile {
 
     /// The response for a head with `X-Sendfile`, when on; `None` to send
     /// the back end's own answer. A 200 or 206 keeps the back end's other
-    /// fields; its Content-Type replaces the file's, and its validators and
-    /// framing fields give way to the file's.
+    /// fields; its Content-Type replaces the file's (not a multipart one),
+    /// and its validators, coding and framing fields give way to the
+    /// file's. A 304 keeps its Cache-Control, Expires, Vary and
+    /// Content-Location (RFC 9110 §15.4.5).
     pub fn serve(&self, cx: &Ctx<'_>, head: &Head) -> Option<HttpResponse> {
         let named = head.sendfile.as_deref().filter(|_| self.is_on())?;
         let Some((root, inner)) = self.inside(named) else {
@@ -91,10 +93,32 @@ impl XSendfile {
             None => return Some(error_response(StatusCode::NOT_FOUND)),
         };
         if r.status() == StatusCode::OK || r.status() == StatusCode::PARTIAL_CONTENT {
+            // several ranges: the type is multipart/byteranges (each part
+            // names the file's own type)
+            let multipart = r
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|t| t.as_bytes().starts_with(b"multipart/byteranges"));
             for (k, v) in &head.fields {
                 if *k == header::CONTENT_TYPE {
-                    r.headers_mut().insert(k.clone(), v.clone());
+                    if !multipart {
+                        r.headers_mut().insert(k.clone(), v.clone());
+                    }
                 } else if !describes_the_file(k) {
+                    r.headers_mut().append(k.clone(), v.clone());
+                }
+            }
+        } else if r.status() == StatusCode::NOT_MODIFIED {
+            // RFC 9110 §15.4.5: the fields a 200 would have had that a
+            // cache needs
+            for (k, v) in &head.fields {
+                if matches!(
+                    *k,
+                    header::CACHE_CONTROL
+                        | header::EXPIRES
+                        | header::VARY
+                        | header::CONTENT_LOCATION
+                ) {
                     r.headers_mut().append(k.clone(), v.clone());
                 }
             }
@@ -122,9 +146,10 @@ impl XSendfile {
 }
 
 /// Fields static-file sets from the file it serves: the back end's would
-/// describe its own body, and a second ETag or Last-Modified would not be
-/// the one conditional requests were checked against (nginx
-/// `X-Accel-Redirect` takes the validators from the file too).
+/// describe its own body (a Content-Encoding, too: the file is sent as it
+/// is), and a second ETag or Last-Modified would not be the one conditional
+/// requests were checked against (nginx `X-Accel-Redirect` takes the
+/// validators from the file too).
 fn describes_the_file(k: &header::HeaderName) -> bool {
     [
         header::ETAG,
@@ -132,6 +157,7 @@ fn describes_the_file(k: &header::HeaderName) -> bool {
         header::ACCEPT_RANGES,
         header::CONTENT_RANGE,
         header::CONTENT_LENGTH,
+        header::CONTENT_ENCODING,
     ]
     .contains(k)
 }
