@@ -66,6 +66,28 @@ static HOP_BY_HOP: [HeaderName; 9] = [
     header::PROXY_AUTHENTICATE,
 ];
 
+/// A name such as `X_Real_IP`: CGI-style applications (WSGI, Rack, PHP)
+/// read `_` as `-`, so it would be a forwarding field Tessera did not
+/// write (nginx drops every name with `_` by default,
+/// `underscores_in_headers off`; here only these).
+fn forwarding_in_disguise(name: &str) -> bool {
+    name.contains('_')
+        && [
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-forwarded-host",
+            "x-real-ip",
+            "forwarded",
+        ]
+        .iter()
+        .any(|f| {
+            f.len() == name.len()
+                && f.bytes()
+                    .zip(name.bytes())
+                    .all(|(a, b)| a == b || (a == b'-' && b == b'_'))
+        })
+}
+
 /// The two custom names of [`HOP_BY_HOP`] (compared as names: a standard
 /// name differs at once, without its text being looked up).
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
@@ -177,7 +199,11 @@ pub(super) fn write_request_fields(
             || *k == X_FORWARDED_PROTO
             || *k == X_FORWARDED_HOST
             || *k == X_REAL_IP;
-        if own || is_hop_by_hop(k) || (!named.is_empty() && listed(&named, k)) {
+        if own
+            || is_hop_by_hop(k)
+            || (!named.is_empty() && listed(&named, k))
+            || forwarding_in_disguise(k.as_str())
+        {
             continue;
         }
         // a value of the map is a valid field value already
@@ -371,6 +397,9 @@ mod tests {
             .insert_header(("x-forwarded-for", "6.6.6.6"))
             .insert_header(("forwarded", "for=6.6.6.6"))
             .insert_header(("x-real-ip", "6.6.6.6"))
+            .insert_header(("x_real_ip", "6.6.6.6"))
+            .insert_header(("x_forwarded_for", "6.6.6.6"))
+            .insert_header(("x_other", "kept"))
             .peer_addr("192.0.2.1:5000".parse().unwrap())
             .to_http_request();
         for mode in [ForwardedMode::Forwarded, ForwardedMode::None] {
@@ -385,6 +414,8 @@ mod tests {
             "up:1",
         );
         assert_eq!(h.get_all("x-real-ip").collect::<Vec<_>>(), ["192.0.2.1"]);
+        assert!(h.get("x_real_ip").is_none() && h.get("x_forwarded_for").is_none());
+        assert_eq!(h.get("x_other").unwrap(), "kept");
         assert_eq!(h.get("x-forwarded-for").unwrap(), "192.0.2.1");
         assert_eq!(
             h.get("forwarded").unwrap(),
