@@ -14,9 +14,9 @@ use tessera_core::{Config, Registry};
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// Configuration file.
-    #[arg(short = 'c', long = "config", default_value = "conf/server.toml")]
-    config: PathBuf,
+    /// Configuration file [default: conf/server.toml].
+    #[arg(short = 'c', long = "config", value_name = "CONFIG")]
+    config: Option<PathBuf>,
     /// Check the configuration, print a summary of vhosts, rules and module
     /// pipelines, and exit (like `nginx -t`).
     #[arg(short = 't', long = "test")]
@@ -293,11 +293,40 @@ fn init_tracing(level: &str) {
         .try_init();
 }
 
+/// The default configuration file, relative to the working directory.
+const DEFAULT_CONFIG: &str = "conf/server.toml";
+
+/// Options given where they do nothing are refused (clap's usage exit
+/// status, 2), not ignored: `import` reads no server.toml, `explain` starts
+/// no server, and `-c` is given once.
+fn misplaced(cli: &Cli) -> Option<&'static str> {
+    match &cli.command {
+        Some(Command::Import(_)) if cli.config.is_some() || cli.test || cli.pid_file.is_some() => {
+            Some("import reads no server.toml: -c, -t and --pid-file do not apply to it")
+        }
+        Some(Command::Explain(a)) if a.config.is_some() && cli.config.is_some() => {
+            Some("explain: give -c once (before or after `explain`)")
+        }
+        Some(Command::Explain(_)) if cli.test || cli.pid_file.is_some() => {
+            Some("explain starts no server: -t and --pid-file do not apply to it")
+        }
+        _ => None,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(why) = misplaced(&cli) {
+        eprintln!("tessera: {why}");
+        return ExitCode::from(2);
+    }
     if let Some(Command::Import(args)) = &cli.command {
         return run_import(args);
     }
+    let config_path = cli
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     let reg = match registry() {
         Ok(r) => r,
         Err(e) => {
@@ -311,7 +340,7 @@ fn main() -> ExitCode {
             Some(Command::Explain(ExplainArgs {
                 config: Some(c), ..
             })) => c,
-            _ => &cli.config,
+            _ => &config_path,
         };
         let cfg = tessera_core::config::load(config, &reg);
         let cfg = match cfg {
@@ -341,13 +370,13 @@ fn main() -> ExitCode {
             let _ = out(&format!(
                 "{}configuration {} is ok\n",
                 summary(&cfg),
-                cli.config.display()
+                config_path.display()
             ));
             cfg.shutdown();
             return Ok(());
         }
         init_tracing(&cfg.server.log_level);
-        let rt = tessera_core::supervisor::Runtime::new(cfg, cli.config.clone(), reg.clone());
+        let rt = tessera_core::supervisor::Runtime::new(cfg, config_path.clone(), reg.clone());
         let opts = tessera_core::server::RunOptions {
             pid_file: cli.pid_file.clone(),
         };

@@ -384,4 +384,15 @@ fn the_configuration_option_belongs_to_the_server_and_explain_only() {
     assert!(!help.contains("--config"), "{help}");
     let (code, _) = run(&["import", "-c", conf, "lighttpd", "/dev/null"]);
     assert_eq!(code, 2, "import accepted -c");
+    // given where they do nothing: refused, not ignored
+    for args in [
+        &["-c", conf, "import", "lighttpd", "/dev/null"][..],
+        &["-t", "import", "lighttpd", "/dev/null"],
+        &["-c", conf, "explain", "-c", conf, "/"],
+        &["-t", "-c", conf, "explain", "/"],
+    ] {
+        let (code, out) = run(args);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.contains("tessera: "), "{out}");
+    }
 }
