@@ -382,3 +382,40 @@ fn a_proxy_host_that_is_not_a_valid_host_is_refused() {
     let (ok, _, err, _) = check(&conf("app.example:8080"), |_| {});
     assert!(ok, "{err}");
 }
+
+/// A module that runs the document root's scripts, set only in rules, would
+/// run after the vhost's static-file, which would send the scripts' source:
+/// refused, naming the rule and the fix. Listed in `modules`, or mounted at
+/// a `script-name` (no files), it is accepted.
+#[test]
+fn a_script_module_set_only_in_rules_behind_static_file_is_refused() {
+    let rule = |table: &str| {
+        format!("\n[[upstream]]\nname = \"php\"\nservers = [\"127.0.0.1:9\"]\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/x/\" }}\n{table}\n")
+    };
+    let cgi = "[vhost.rule.cgi]\nassign = { \".py\" = \"/usr/bin/python3\" }";
+    let php = "[vhost.rule.fastcgi]\nupstream = \"php\"\nextensions = [\".php\"]";
+    for (table, name) in [(cgi, "cgi"), (php, "fastcgi")] {
+        let e = error(&site_config("\"static-file\"", &rule(table)));
+        assert!(e.contains(&format!("rule[0].{name}")), "{e}");
+        assert!(
+            e.contains(&format!(
+                "list \"{name}\" in the vhost's modules before \"static-file\""
+            )),
+            "{e}"
+        );
+        let vhost_table = if name == "fastcgi" {
+            "[vhost.fastcgi]\nupstream = \"php\"\nextensions = [\".php\"]\n"
+        } else {
+            ""
+        };
+        let listed = site_config(
+            &format!("\"{name}\", \"static-file\""),
+            &format!("{vhost_table}{}", rule(table)),
+        );
+        let (ok, _, err, _) = check(&listed, |_| {});
+        assert!(ok, "{name} listed first: {err}");
+    }
+    let mounted = "[vhost.rule.fastcgi]\nupstream = \"php\"\nscript-name = \"/x\"";
+    let (ok, _, err, _) = check(&site_config("\"static-file\"", &rule(mounted)), |_| {});
+    assert!(ok, "a mounted application: {err}");
+}

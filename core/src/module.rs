@@ -99,6 +99,21 @@ pub trait Module: Send + Sync + 'static {
     /// client went away (lighttpd `handle_request_done`, nginx log phase).
     fn on_log(&self, _rec: &LogRecord<'_>) {}
 
+    /// True when this instance's content handler answers with the document
+    /// root's files as they are (static-file). Default false.
+    fn sends_files(&self) -> bool {
+        false
+    }
+
+    /// True when this instance's content handler runs files of the document
+    /// root (CGI scripts, `.php` by extension). Such a module must come
+    /// before one that [`Module::sends_files`], or the scripts' text is sent:
+    /// the configuration refuses it set only in rules behind one. Default
+    /// false.
+    fn runs_files(&self) -> bool {
+        false
+    }
+
     /// `tessera explain` only, never per request: what this instance does
     /// with the request, in a few words, without doing it. For an
     /// asynchronous content handler ([`Hooks::ASYNC`]) it is called instead

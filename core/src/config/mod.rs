@@ -872,6 +872,25 @@ fn build_vhost(
             "the default vhost answers on every listener: it cannot have listen",
         ));
     }
+    // a module set only in rules runs after the vhost's modules: one that
+    // runs the document root's files there would never see them, since a
+    // module before it sends those files as they are (their source)
+    if let Some(sender) = slots
+        .iter()
+        .find(|s| s.vhost_instance.as_ref().is_some_and(|m| m.sends_files()))
+    {
+        for s in slots.iter().filter(|s| s.vhost_instance.is_none()) {
+            if let Some((ri, _)) = s.rule_instances.iter().find(|(_, m)| m.runs_files()) {
+                return Err(e.at(
+                    format!("rule[{ri}].{}", s.name),
+                    format!(
+                        "runs the document root's scripts but is set only in rules, so it would run after \"{0}\", which sends those scripts as files (their source): list \"{1}\" in the vhost's modules before \"{0}\" (with the vhost table it needs)",
+                        sender.name, s.name
+                    ),
+                ));
+            }
+        }
+    }
     let pipeline = Pipeline::new(rules, slots);
     if pipeline.may_block && pipeline.may_async {
         // such a vhost's requests run on the blocking pool, where nothing

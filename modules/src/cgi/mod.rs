@@ -225,6 +225,10 @@ impl Module for Cgi {
         Hooks::ASYNC
     }
 
+    fn runs_files(&self) -> bool {
+        !self.assign.is_empty()
+    }
+
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         let script = self.scripts.resolve_request(cx)?;
         Some(Box::pin(self.run(cx, script)))

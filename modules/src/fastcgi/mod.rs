@@ -108,6 +108,10 @@ impl Module for FastCgi {
         Hooks::ASYNC
     }
 
+    fn runs_files(&self) -> bool {
+        self.scripts.runs_files()
+    }
+
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         let script = self.scripts.resolve_request(cx)?;
         Some(Box::pin(self.run(cx, script)))

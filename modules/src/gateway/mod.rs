@@ -43,6 +43,14 @@ pub struct ScriptMap {
     index_files: Vec<String>,
 }
 
+impl ScriptMap {
+    /// True when scripts are the document root's files, found by extension
+    /// (not an application mounted at `script-name`).
+    pub fn runs_files(&self) -> bool {
+        self.script_name.is_none() && !self.extensions.is_empty()
+    }
+}
+
 /// The script one request names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {

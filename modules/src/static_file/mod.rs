@@ -212,6 +212,10 @@ impl Module for StaticFile {
         Hooks::CONTENT
     }
 
+    fn sends_files(&self) -> bool {
+        true
+    }
+
     fn content(&self, cx: &mut Ctx<'_>) -> Option<HttpResponse> {
         // Below the request's document root: the vhost's, or the one a
         // request-phase module (alias, userdir, mass-vhost) set.
