@@ -976,3 +976,41 @@ fn a_short_doubled_or_stalled_http2_body_is_400_and_never_the_upstream_s_fault()
         assert!(!te, "an empty DATA frame went up as a chunked body: {j}");
     });
 }
+
+/// Tessera's own `max-connections` to a server is not the server's failure:
+/// a request that finds every connection busy gets 503, and the server is
+/// not marked down (the next request, once one is free, reaches it). Before,
+/// a few slow or stalled requests could take every server down.
+#[test]
+fn max_connections_reached_is_503_and_never_the_server_s_fault() {
+    let app = App::start("a");
+    let s = proxy_server(
+        &[app.addr()],
+        "max-connections = 1\nmax-fails = 1\nconnect-timeout = 1",
+        "",
+    );
+    let addr = s.addr;
+    let slow = std::thread::spawn(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET /api/slow?s=3 HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_response(&mut c).status
+    });
+    // the slow request holds the only connection (bounded wait, no sleep)
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let prom = s.get("/server-status?format=prometheus").text();
+        if prom.lines().any(|l| {
+            l.starts_with("tessera_upstream_connections_open{") && l.trim_end().ends_with(" 1")
+        }) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{prom}");
+    }
+    let r = s.get("/api/name");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(slow.join().unwrap(), 200);
+    let r = s.get("/api/name");
+    assert_eq!((r.status, r.text().as_str()), (200, "a"), "{}", s.stderr());
+}

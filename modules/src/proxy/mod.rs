@@ -296,7 +296,11 @@ impl Inner {
                 req.method(),
                 req.uri()
             );
-            pick.failed();
+            // Tessera's own max-connections is not the server's fault
+            // (fastcgi does the same): no mark against its health
+            if !matches!(failure, client::Failure::Busy) {
+                pick.failed();
+            }
             if retry && !has_body {
                 last = status;
                 continue;
@@ -439,7 +443,8 @@ fn classify(f: &client::Failure, idempotent: bool) -> (StatusCode, bool) {
     use client::Failure as F;
     match f {
         F::ConnectTimeout => (StatusCode::GATEWAY_TIMEOUT, true),
-        F::Connect(_) | F::Busy => (StatusCode::BAD_GATEWAY, true),
+        F::Connect(_) => (StatusCode::BAD_GATEWAY, true),
+        F::Busy => (StatusCode::SERVICE_UNAVAILABLE, true),
         F::Stale => (StatusCode::BAD_GATEWAY, idempotent),
         F::ReadTimeout => (StatusCode::GATEWAY_TIMEOUT, false),
         F::Send(_) | F::BadResponse(_) => (StatusCode::BAD_GATEWAY, false),
