@@ -415,6 +415,15 @@ fn a_script_module_set_only_in_rules_behind_static_file_is_refused() {
         let (ok, _, err, _) = check(&listed, |_| {});
         assert!(ok, "{name} listed first: {err}");
     }
+    // after static-file in modules: the same
+    let e = error(&site_config("\"static-file\", \"cgi\"", &rule(cgi)));
+    assert!(e.contains("comes after it in modules"), "{e}");
+    // a cgi mounted at one script is a file too
+    let e = error(&site_config(
+        "\"static-file\"",
+        &rule("[vhost.rule.cgi]\nscript-name = \"/x/run.cgi\""),
+    ));
+    assert!(e.contains("rule[0].cgi"), "{e}");
     let mounted = "[vhost.rule.fastcgi]\nupstream = \"php\"\nscript-name = \"/x\"";
     let (ok, _, err, _) = check(&site_config("\"static-file\"", &rule(mounted)), |_| {});
     assert!(ok, "a mounted application: {err}");

@@ -872,23 +872,35 @@ fn build_vhost(
             "the default vhost answers on every listener: it cannot have listen",
         ));
     }
-    // a module set only in rules runs after the vhost's modules: one that
-    // runs the document root's files there would never see them, since a
-    // module before it sends those files as they are (their source)
-    if let Some(sender) = slots
+    // a module that runs the document root's files must come before the
+    // vhost's module that sends them as they are (their source): after it
+    // in `modules`, or set only in rules (which run after the vhost's
+    // modules), it would never see them
+    if let Some(at) = slots
         .iter()
-        .find(|s| s.vhost_instance.as_ref().is_some_and(|m| m.sends_files()))
+        .position(|s| s.vhost_instance.as_ref().is_some_and(|m| m.sends_files()))
     {
-        for s in slots.iter().filter(|s| s.vhost_instance.is_none()) {
-            if let Some((ri, _)) = s.rule_instances.iter().find(|(_, m)| m.runs_files()) {
-                return Err(e.at(
-                    format!("rule[{ri}].{}", s.name),
-                    format!(
-                        "runs the document root's scripts but is set only in rules, so it would run after \"{0}\", which sends those scripts as files (their source): list \"{1}\" in the vhost's modules before \"{0}\" (with the vhost table it needs)",
-                        sender.name, s.name
-                    ),
-                ));
-            }
+        let sender = &slots[at].name;
+        for s in &slots[at + 1..] {
+            let key = if s.vhost_instance.as_ref().is_some_and(|m| m.runs_files()) {
+                "modules".to_owned()
+            } else if let Some((ri, _)) = s.rule_instances.iter().find(|(_, m)| m.runs_files()) {
+                format!("rule[{ri}].{}", s.name)
+            } else {
+                continue;
+            };
+            let place = if s.vhost_instance.is_some() {
+                "comes after it in modules"
+            } else {
+                "is set only in rules, so it would run after it"
+            };
+            return Err(e.at(
+                key,
+                format!(
+                    "\"{name}\" runs the document root's scripts but {place}, and \"{sender}\" sends those scripts as files (their source): list \"{name}\" in the vhost's modules before \"{sender}\" (with the vhost table it needs)",
+                    name = s.name
+                ),
+            ));
         }
     }
     let pipeline = Pipeline::new(rules, slots);

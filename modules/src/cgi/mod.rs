@@ -226,7 +226,8 @@ impl Module for Cgi {
     }
 
     fn runs_files(&self) -> bool {
-        !self.assign.is_empty()
+        // by extension or mounted at script-name, a script is a file
+        true
     }
 
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
