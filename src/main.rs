@@ -310,6 +310,9 @@ fn misplaced(cli: &Cli) -> Option<&'static str> {
         Some(Command::Explain(_)) if cli.test || cli.pid_file.is_some() => {
             Some("explain starts no server: -t and --pid-file do not apply to it")
         }
+        None if cli.test && cli.pid_file.is_some() => {
+            Some("-t starts no server: --pid-file does not apply to it")
+        }
         _ => None,
     }
 }

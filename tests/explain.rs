@@ -390,6 +390,7 @@ fn the_configuration_option_belongs_to_the_server_and_explain_only() {
         &["-t", "import", "lighttpd", "/dev/null"],
         &["-c", conf, "explain", "-c", conf, "/"],
         &["-t", "-c", conf, "explain", "/"],
+        &["-t", "--pid-file", "/tmp/x.pid", "-c", conf],
     ] {
         let (code, out) = run(args);
         assert_eq!(code, 2, "{args:?}: {out}");

@@ -66,9 +66,9 @@ static HOP_BY_HOP: [HeaderName; 9] = [
     header::PROXY_AUTHENTICATE,
 ];
 
-/// A name such as `X_Real_IP`: CGI-style applications (WSGI, Rack, PHP)
-/// read `_` as `-`, so it would be a forwarding field Tessera did not
-/// write (nginx drops every name with `_` by default,
+/// A name such as `X_Real_IP` or `Proxy_Authorization`: CGI-style
+/// applications (WSGI, Rack, PHP) read `_` as `-`, so it would be a
+/// forwarding field Tessera did not write, or one it strips (nginx drops every name with `_` by default,
 /// `underscores_in_headers off`; here only these).
 fn forwarding_in_disguise(name: &str) -> bool {
     name.contains('_')
@@ -78,6 +78,7 @@ fn forwarding_in_disguise(name: &str) -> bool {
             "x-forwarded-host",
             "x-real-ip",
             "forwarded",
+            "proxy-authorization",
         ]
         .iter()
         .any(|f| {
@@ -399,6 +400,7 @@ mod tests {
             .insert_header(("x-real-ip", "6.6.6.6"))
             .insert_header(("x_real_ip", "6.6.6.6"))
             .insert_header(("x_forwarded_for", "6.6.6.6"))
+            .insert_header(("proxy_authorization", "Basic eDp5"))
             .insert_header(("x_other", "kept"))
             .peer_addr("192.0.2.1:5000".parse().unwrap())
             .to_http_request();
@@ -415,6 +417,7 @@ mod tests {
         );
         assert_eq!(h.get_all("x-real-ip").collect::<Vec<_>>(), ["192.0.2.1"]);
         assert!(h.get("x_real_ip").is_none() && h.get("x_forwarded_for").is_none());
+        assert!(h.get("proxy_authorization").is_none());
         assert_eq!(h.get("x_other").unwrap(), "kept");
         assert_eq!(h.get("x-forwarded-for").unwrap(), "192.0.2.1");
         assert_eq!(
