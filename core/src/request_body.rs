@@ -98,21 +98,19 @@ impl RequestBody {
     }
 
     /// How the body of `req` (whose body this is) is delimited.
-    /// Content-Length gives a length and Transfer-Encoding (always chunked
-    /// here: the engines refuse others with 501) an unknown one. An HTTP/2
+    /// Content-Length (the `declared` length given to [`RequestBody::new`];
+    /// the engines refuse an invalid one) gives a length and
+    /// Transfer-Encoding (always chunked here: the engines refuse others
+    /// with 501) an unknown one. An HTTP/2
     /// request may carry DATA frames with neither field, so there the first
     /// read is awaited (a request without a body ends its stream with its
     /// headers, so that read does not wait) and kept for the handler.
     pub async fn framing(&mut self, req: &HttpRequest) -> Framing {
-        let headers = req.headers();
-        if headers.contains_key(header::TRANSFER_ENCODING) {
+        if req.headers().contains_key(header::TRANSFER_ENCODING) {
             return Framing::Unknown;
         }
-        if let Some(v) = headers.get(header::CONTENT_LENGTH) {
-            return match crate::h1::head::content_length(v.as_bytes()) {
-                Some(n) => Framing::Length(n),
-                None => Framing::None,
-            };
+        if let Some(n) = self.declared {
+            return Framing::Length(n);
         }
         if req.version() != Version::HTTP_2 {
             return Framing::None;
