@@ -359,14 +359,10 @@ fn explain_describes_a_fastcgi_back_end() {
 #[test]
 fn the_configuration_option_belongs_to_the_server_and_explain_only() {
     let run = |args: &[&str]| {
-        let o = Command::new(bin())
-            .args(args)
-            .env_remove("TESSERA_SERVER__HTTP1_ENGINE")
-            .output()
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        crate::util::status_and_output(
+            Command::new(bin())
+                .args(args)
+                .env_remove("TESSERA_SERVER__HTTP1_ENGINE"),
         )
     };
     let conf = demo();

@@ -60,18 +60,14 @@ pub(crate) fn import(source: &str, file: &Path, out: &Path) -> (i32, String) {
 /// `tessera import SOURCE FILE -o OUT ARGS…` (no `TESSERA_TEST_UNSET_VARIABLE`
 /// in its environment); the exit code and stdout followed by stderr.
 fn run_import(source: &str, file: &Path, out: &Path, args: &[&str]) -> (i32, String) {
-    let o = Command::new(bin())
-        .args(["import", source])
-        .arg(file)
-        .arg("-o")
-        .arg(out)
-        .args(args)
-        .env_remove("TESSERA_TEST_UNSET_VARIABLE")
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    crate::util::status_and_output(
+        Command::new(bin())
+            .args(["import", source])
+            .arg(file)
+            .arg("-o")
+            .arg(out)
+            .args(args)
+            .env_remove("TESSERA_TEST_UNSET_VARIABLE"),
     )
 }
 

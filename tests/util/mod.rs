@@ -92,6 +92,16 @@ pub struct Server {
     stderr_path: PathBuf,
 }
 
+/// Runs `cmd` to its end: the exit code (-1 for a signal) and stdout
+/// followed by stderr.
+pub fn status_and_output(cmd: &mut std::process::Command) -> (i32, String) {
+    let o = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
 /// Fixture: the document root `www/` of the vhost `site.test` (default vhost)
 /// with the given module list and extra TOML appended to the vhost.
 pub fn site_config(modules: &str, vhost_extra: &str) -> String {
