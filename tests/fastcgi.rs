@@ -381,6 +381,14 @@ fn fpm_site(fpm: &Fpm, upstream: &str, fastcgi: &str) -> Server {
                 "<?php header('X-Sendfile: ' . $_GET['f']); header('Content-Disposition: attachment; filename=\"f.bin\"'); header('ETag: \"from-php\"'); header('Last-Modified: Mon, 01 Jan 2001 00:00:00 GMT'); header('Cache-Control: max-age=60'); header('Content-Encoding: gzip'); echo 'BODY FROM PHP';",
             );
             w.write(
+                "www/gone.php",
+                "<?php http_response_code(404); header('X-Sendfile: ' . $_GET['f']); header('Cache-Control: no-store'); echo 'BODY FROM PHP';",
+            );
+            w.write(
+                "www/down.php",
+                "<?php http_response_code(503); header('X-Sendfile: ' . $_GET['f']);",
+            );
+            w.write(
                 "www/accel.php",
                 "<?php header('X-Accel-Redirect: /plain.txt'); echo 'BODY FROM PHP';",
             );
@@ -582,6 +590,38 @@ fn x_sendfile_serves_files_inside_the_docroot_only() {
     // X-Accel-Redirect: the URL path is served instead
     let r = s.get("/accel.php");
     assert_eq!((r.status, r.text().as_str()), (200, "plain text\n"));
+    // a POST gets the whole file, its Range aside (lighttpd serves
+    // X-Sendfile for any method; static-file alone would answer 405)
+    let r = s.req("POST", &q(&big), &["Content-Length: 0", "Range: bytes=0-1"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, data);
+    // the back end's own status, with the whole file as its body, whatever
+    // the client's conditions and Range (lighttpd keeps a status other
+    // than 200); the file's validators are not that answer's
+    let gone = format!("/gone.php?f={}", big.display());
+    let r = s.req(
+        "GET",
+        &gone,
+        &["Range: bytes=0-1", &format!("If-None-Match: {etag}")],
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body, data);
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert!(r.header("etag").is_none() && r.header("last-modified").is_none());
+    let r = s.req("HEAD", &gone, &[]);
+    assert_eq!((r.status, r.body.len()), (404, 0));
+    // a file that cannot be served: its 404, or the back end's error status
+    let none = files.join("none.bin");
+    assert_eq!(
+        s.get(&format!("/gone.php?f={}", none.display())).status,
+        404
+    );
+    assert_eq!(
+        s.get(&format!("/down.php?f={}", none.display())).status,
+        503
+    );
+    let r = s.get(&format!("/down.php?f={}", big.display()));
+    assert_eq!((r.status, r.body == data), (503, true));
 }
 
 #[test]

@@ -14,13 +14,14 @@
 //!
 //! The back end's other fields (`Content-Disposition`, `Cache-Control`,
 //! `Set-Cookie`, its `Content-Type`) are kept on a 200 or 206 for the file;
-//! its body is dropped. Without `x-sendfile` the fields are dropped and the
+//! its body is dropped. A status other than 200, or a method other than GET
+//! and HEAD, gets the whole file under the back end's status (lighttpd). Without `x-sendfile` the fields are dropped and the
 //! back end's answer is sent as it is (never a path to the client).
 
 use std::path::{Path, PathBuf};
 
 use tessera_core::actix_web::http::header;
-use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::response::error_response;
 use tessera_core::Ctx;
@@ -73,11 +74,23 @@ impl XSendfile {
     }
 
     /// The response for a head with `X-Sendfile`, when on; `None` to send
-    /// the back end's own answer. A 200 or 206 keeps the back end's other
-    /// fields; its Content-Type replaces the file's (not a multipart one),
-    /// and its validators, coding and framing fields give way to the
-    /// file's. A 304 keeps its Cache-Control, Expires, Vary and
-    /// Content-Location (RFC 9110 §15.4.5).
+    /// the back end's own answer.
+    ///
+    /// - To a GET or HEAD under the back end's 200 (or 206), the file as
+    ///   static-file serves it: validators, conditional requests, Range.
+    /// - Under another status of the back end (`Status: 404` with an error
+    ///   page's file), or to another method (a download answering a POST),
+    ///   the whole file with the back end's status, as lighttpd does (it
+    ///   keeps a status other than 200 and serves any method); no
+    ///   validators unless the status is 200.
+    /// - A file that cannot be served gives its own error (403, 404, 503),
+    ///   or the back end's status when that is an error too.
+    ///
+    /// A full or partial answer keeps the back end's other fields; its
+    /// Content-Type replaces the file's (not a multipart one), and its
+    /// validators, coding and framing fields give way to the file's. A 304
+    /// keeps its Cache-Control, Expires, Vary and Content-Location (RFC 9110
+    /// §15.4.5).
     pub fn serve(&self, cx: &Ctx<'_>, head: &Head) -> Option<HttpResponse> {
         let named = head.sendfile.as_deref().filter(|_| self.is_on())?;
         let Some((root, inner)) = self.inside(named) else {
@@ -88,9 +101,20 @@ impl XSendfile {
             );
             return Some(error_response(StatusCode::FORBIDDEN));
         };
-        let mut r = match root.serve_at(cx, &inner) {
+        let status = head.status;
+        let as_file = matches!(status, StatusCode::OK | StatusCode::PARTIAL_CONTENT)
+            && matches!(*cx.method(), Method::GET | Method::HEAD);
+        let failed = |file_status: StatusCode| {
+            error_response(if status.is_client_error() || status.is_server_error() {
+                status
+            } else {
+                file_status
+            })
+        };
+        let mut r = match root.serve_at(cx, &inner, !as_file) {
+            Some(r) if !as_file && r.status() != StatusCode::OK => return Some(failed(r.status())),
             Some(r) => r,
-            None => return Some(error_response(StatusCode::NOT_FOUND)),
+            None => return Some(failed(StatusCode::NOT_FOUND)),
         };
         if r.status() == StatusCode::OK || r.status() == StatusCode::PARTIAL_CONTENT {
             // several ranges: the type is multipart/byteranges (each part
@@ -107,6 +131,14 @@ impl XSendfile {
                 } else if !describes_the_file(k) {
                     r.headers_mut().append(k.clone(), v.clone());
                 }
+            }
+            if !as_file && status != StatusCode::OK {
+                // the body of another status: the file's validators are not
+                // that answer's
+                for k in [header::ETAG, header::LAST_MODIFIED, header::ACCEPT_RANGES] {
+                    r.headers_mut().remove(k);
+                }
+                *r.status_mut() = status;
             }
         } else if r.status() == StatusCode::NOT_MODIFIED {
             // RFC 9110 §15.4.5: the fields a 200 would have had that a
