@@ -178,6 +178,43 @@ set = { "X-Rule" = "lookahead" }
     assert_eq!(r.header("cache-control"), Some("max-age=3600"));
 }
 
+/// The `host` matcher sees the host as vhost selection does: from an
+/// absolute-form target before `Host`, lower-cased, without a trailing dot
+/// or the default port (lighttpd `$HTTP["host"]`); a `header` test of `Host`
+/// would see each of these as sent and let them past the deny.
+#[test]
+fn host_matcher_sees_the_normalized_host() {
+    let extra = r#"
+[[vhost.rule]]
+match = { host = "(^|\\.)example\\.com$" }
+[vhost.rule.access]
+rules = [{ deny = "all" }]
+"#;
+    let s = Server::site("\"access\", \"static-file\"", extra, |d| {
+        d.write("www/a.txt", "a");
+    });
+    let status = |h: &str| s.req("GET", "/a.txt", &[&format!("Host: {h}")]).status;
+    for h in [
+        "www.example.com",
+        "www.example.com.",
+        "www.example.com:80",
+        "WWW.EXAMPLE.COM.",
+        "example.com",
+    ] {
+        assert_eq!(status(h), 403, "{h}");
+    }
+    for h in [
+        "www.example.com:8080",
+        "example.org",
+        "example.com.evil.test",
+    ] {
+        assert_eq!(status(h), 200, "{h}");
+    }
+    // the absolute-form target's host, not the Host field
+    let r = s.req("GET", "http://www.example.com/a.txt", &["Host: other.test"]);
+    assert_eq!(r.status, 403);
+}
+
 #[test]
 fn socket_matcher() {
     let free = |ip: &str| {

@@ -50,6 +50,13 @@ pub enum MatchSpec {
     /// A request header exists, or matches a regular expression (lighttpd
     /// `$HTTP["useragent"]`, Cherokee `header`).
     Header(HeaderSpec),
+    /// The request's host matches this regular expression: the host of an
+    /// absolute-form target, or else of `Host`, normalized as for vhost
+    /// selection ([`crate::vhost::normalize_host`]: lower-cased, no
+    /// trailing dot, no default port), `""` when there is none (lighttpd
+    /// `$HTTP["host"]`, which tests the normalized host too; a `header`
+    /// test of `Host` sees `a.test.` and `a.test:80` as sent).
+    Host(String),
     /// The raw query string (without `?`) matches this regular expression
     /// (lighttpd `$HTTP["querystring"]`).
     Query(String),
@@ -128,6 +135,8 @@ pub enum Matcher {
     Method(Box<[actix_web::http::Method]>),
     /// See [`MatchSpec::Header`].
     Header(actix_web::http::header::HeaderName, Option<Regex>),
+    /// See [`MatchSpec::Host`].
+    Host(Regex),
     /// See [`MatchSpec::Query`].
     Query(Regex),
     /// See [`MatchSpec::FileExists`].
@@ -243,6 +252,7 @@ impl Matcher {
                     .map(|r| compile_regex("header.regex", r))
                     .transpose()?,
             ),
+            MatchSpec::Host(r) => Matcher::Host(compile_regex("host", r)?),
             MatchSpec::Query(r) => Matcher::Query(compile_regex("query", r)?),
             MatchSpec::FileExists(b) => Matcher::FileExists(*b),
             MatchSpec::Socket(s) => Matcher::Socket(
@@ -300,6 +310,15 @@ impl Matcher {
                         values.any(|v| v.to_str().is_ok_and(|s| re.is_match(s).unwrap_or(false)))
                     }
                 }
+            })),
+            Matcher::Host(re) => leaf(input.req.is_some_and(|r| {
+                let mut buf = [0u8; crate::vhost::HOST_BUF];
+                let host = crate::context::request_host(r)
+                    .and_then(|h| {
+                        crate::vhost::normalize_host(h, r.app_config().secure(), &mut buf)
+                    })
+                    .map_or("", |(full, _)| full);
+                re.is_match(host).unwrap_or(false)
             })),
             Matcher::Query(re) => leaf(
                 input
@@ -360,6 +379,7 @@ impl Matcher {
                 q(n.as_str()),
                 q(r.as_str())
             ),
+            Matcher::Host(r) => format!("host = {}", q(r.as_str())),
             Matcher::Query(r) => format!("query = {}", q(r.as_str())),
             Matcher::FileExists(b) => format!("file-exists = {b}"),
             Matcher::Socket(a) => format!("socket = {}", q(&a.to_string())),

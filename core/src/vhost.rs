@@ -209,46 +209,11 @@ impl VhostTable {
                 return default;
             }
         }
-        // The lower-cased host, then its `:port` as a number without the
-        // scheme's default port (for names-see-port; lighttpd's
-        // http_request_host_normalize): `A.test:080` is `a.test`.
-        let mut buf = [0u8; MAX_HOST + 6];
-        buf[..name.len()].copy_from_slice(name.as_bytes());
-        buf[..name.len()].make_ascii_lowercase();
-        let mut all = name.len();
-        let port = host[stripped.len()..]
-            .strip_prefix(':')
-            .map(str::parse::<u16>);
-        match port {
-            Some(Ok(p)) if p != if tls { 443 } else { 80 } => {
-                buf[all] = b':';
-                all += 1;
-                let mut digits = [0u8; 5];
-                let mut n = 0;
-                let mut v = p;
-                loop {
-                    digits[n] = b'0' + (v % 10) as u8;
-                    n += 1;
-                    v /= 10;
-                    if v == 0 {
-                        break;
-                    }
-                }
-                for d in digits[..n].iter().rev() {
-                    buf[all] = *d;
-                    all += 1;
-                }
-            }
-            // Not a port number: no `names-see-port` name matches.
-            Some(Err(_)) => {
-                buf[all] = b':';
-                all += 1;
-            }
-            _ => {}
-        }
-        // ASCII lower-casing keeps UTF-8 valid; a port is ASCII digits.
-        let full = std::str::from_utf8(&buf[..all]).unwrap_or("");
-        let lower = &full[..name.len().min(full.len())];
+        let mut buf = [0u8; HOST_BUF];
+        let Some((full, name_len)) = normalize_host(host, tls, &mut buf) else {
+            return default;
+        };
+        let lower = &full[..name_len];
         let seen = |sees_port: bool| if sees_port { full } else { lower };
         if let Some((n, &i)) = self.exact.get_key_value(lower) {
             if self.listens_on(i, listener) {
@@ -325,6 +290,66 @@ static HOST_BYTE: [bool; 256] = {
     t
 };
 
+/// The size of the buffer [`normalize_host`] writes into: the longest host
+/// name and a `:port`.
+pub const HOST_BUF: usize = MAX_HOST + 6;
+
+/// A request's host as vhost selection and the `host` rule matcher see it
+/// (lighttpd's `http_request_host_normalize`): lower-cased, without a
+/// trailing dot, with its `:port` as a number unless it is the scheme's
+/// default (80, or 443 with `tls`): `A.test.:080` is `a.test`,
+/// `a.test:8080` stays so; digits over 65535 become a bare `:` (no name
+/// with a port matches it), and a `:` before anything else is part of the
+/// name. Written into `buf`; returns the whole
+/// and the length of the name without the port. `None` for an empty name
+/// or one over 255 bytes.
+pub fn normalize_host<'b>(
+    host: &str,
+    tls: bool,
+    buf: &'b mut [u8; HOST_BUF],
+) -> Option<(&'b str, usize)> {
+    let stripped = strip_port(host);
+    let name = stripped.strip_suffix('.').unwrap_or(stripped);
+    if name.is_empty() || name.len() > MAX_HOST {
+        return None;
+    }
+    buf[..name.len()].copy_from_slice(name.as_bytes());
+    buf[..name.len()].make_ascii_lowercase();
+    let mut all = name.len();
+    let port = host[stripped.len()..]
+        .strip_prefix(':')
+        .map(str::parse::<u16>);
+    match port {
+        Some(Ok(p)) if p != if tls { 443 } else { 80 } => {
+            buf[all] = b':';
+            all += 1;
+            let mut digits = [0u8; 5];
+            let mut n = 0;
+            let mut v = p;
+            loop {
+                digits[n] = b'0' + (v % 10) as u8;
+                n += 1;
+                v /= 10;
+                if v == 0 {
+                    break;
+                }
+            }
+            for d in digits[..n].iter().rev() {
+                buf[all] = *d;
+                all += 1;
+            }
+        }
+        Some(Err(_)) => {
+            buf[all] = b':';
+            all += 1;
+        }
+        _ => {}
+    }
+    // ASCII lower-casing keeps UTF-8 valid; a port is ASCII digits.
+    let full = std::str::from_utf8(&buf[..all]).ok()?;
+    Some((full, name.len()))
+}
+
 /// The host without its port: `a.b:80` -> `a.b`, `[::1]:8080` -> `[::1]`.
 pub fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
@@ -382,6 +407,26 @@ pub fn valid_host(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn normalize_host_as_lighttpd() {
+        let mut buf = [0u8; HOST_BUF];
+        let mut n =
+            |h: &str, tls: bool| normalize_host(h, tls, &mut buf).map(|(f, l)| (f.to_owned(), l));
+        assert_eq!(n("A.Test.", false), Some(("a.test".into(), 6)));
+        assert_eq!(n("a.test:80", false), Some(("a.test".into(), 6)));
+        assert_eq!(n("a.test:080", false), Some(("a.test".into(), 6)));
+        assert_eq!(n("a.test:443", true), Some(("a.test".into(), 6)));
+        assert_eq!(n("a.test:443", false), Some(("a.test:443".into(), 6)));
+        assert_eq!(n("a.test.:8080", false), Some(("a.test:8080".into(), 6)));
+        // not a port: part of the name (no vhost name has a colon)
+        assert_eq!(n("a.test:x", false), Some(("a.test:x".into(), 8)));
+        assert_eq!(n("a.test:99999", false), Some(("a.test:".into(), 6)));
+        assert_eq!(n("[::1]:80", false), Some(("[::1]".into(), 5)));
+        assert_eq!(n("", false), None);
+        assert_eq!(n(".", false), None);
+        assert_eq!(n(&"a".repeat(256), false), None);
+    }
     use super::*;
     use crate::pipeline::Pipeline;
 
