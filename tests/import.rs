@@ -707,6 +707,81 @@ $HTTP["host"] =$ "main.test" {{
     compare(&dir, &conf, &requests);
 }
 
+/// Host tests decided per request see the host as lighttpd's
+/// `$HTTP["host"]` does (a trailing dot, `:80` and upper case normalized
+/// away), so a deny under a host regex cannot be walked around; and two
+/// tests that name the same vhost (`=^ "admin."`, `=~ "^admin\."`) both keep
+/// their blocks (a hostile review found both open).
+#[test]
+fn host_tests_see_the_normalized_host_and_same_named_tests_both_apply() {
+    let dir = TempDir::new("equiv-host-tests");
+    dir.write("www/index.html", "<h1>www</h1>\n");
+    let conf = format!(
+        r#"{head}
+mimetype.assign = ( ".html" => "text/html" )
+$HTTP["host"] == "www.example.com" {{ setenv.add-response-header = ( "X-Www" => "1" ) }}
+$HTTP["host"] =~ "(^|\.)example\.com$" {{ url.access-deny = ( "" ) }}
+$HTTP["host"] =^ "admin." {{ setenv.add-response-header = ( "X-Admin" => "1" ) }}
+$HTTP["host"] =~ "^admin\." {{ url.access-deny = ( "" ) }}
+$HTTP["host"] =$ "shop.test" {{ setenv.add-response-header = ( "X-Shop" => "1" ) }}
+$HTTP["host"] =~ "shop\.test$" {{ url.access-deny = ( ".html" ) }}
+"#,
+        head = equiv_head(&dir, r#""mod_setenv", "mod_access""#)
+    );
+    let mut requests = Vec::new();
+    for host in [
+        "www.example.com",
+        "www.example.com.",
+        "www.example.com:80",
+        "WWW.EXAMPLE.COM.",
+        "example.com",
+        "other.test",
+        "admin.x",
+        "admin.example.org",
+        "ADMIN.x.",
+        "a.shop.test",
+        "a.shop.test.:80",
+    ] {
+        requests.push((host, "/index.html"));
+    }
+    compare(&dir, &conf, &requests);
+}
+
+/// What a hostile review found open after an import, answered as lighttpd
+/// answers: a deny under a grouped `remoteip` regex, a host block under a
+/// `$SERVER["socket"] !=` (no vhost of its own), and `auth.require` whose
+/// backend has no user file (401 for everyone, not an open door).
+#[test]
+fn imported_restrictions_fail_closed_like_lighttpd() {
+    let dir = TempDir::new("equiv-fail-closed");
+    dir.write("www/index.html", "<h1>www</h1>\n");
+    dir.write("www/admin/index.html", "<h1>admin</h1>\n");
+    dir.write("www/lan/index.html", "<h1>lan</h1>\n");
+    let conf = format!(
+        r#"{head}
+mimetype.assign = ( ".html" => "text/html" )
+auth.backend = "htpasswd"
+auth.backend.plain.userfile = root + "/nowhere"
+auth.require = ( "/admin/" => ( "method" => "basic", "realm" => "x", "require" => "valid-user" ) )
+$HTTP["remoteip"] =~ "^(127\.0\.0\.1|10\.0\.0\.5)$" {{
+  $HTTP["url"] =^ "/lan/" {{ url.access-deny = ( "" ) }}
+}}
+$SERVER["socket"] == "127.0.0.1:PORT2" {{ }}
+$SERVER["socket"] != "127.0.0.1:PORT2" {{
+  $HTTP["host"] == "intranet.example" {{ url.access-deny = ( "" ) }}
+}}
+"#,
+        head = equiv_head(&dir, r#""mod_access", "mod_auth", "mod_authn_file""#)
+    );
+    let mut requests = Vec::new();
+    for host in ["intranet.example", "other.example"] {
+        for path in ["/index.html", "/admin/index.html", "/lan/index.html"] {
+            requests.push((host, path));
+        }
+    }
+    compare(&dir, &conf, &requests);
+}
+
 /// Debian's own /etc/lighttpd/lighttpd.conf (the legacy copy when the
 /// package is not configured here), with its port, pid file, logs and user
 /// pointed at the test's directory and its document root at `dir/html`;

@@ -554,6 +554,88 @@ fn excluded_extensions_are_never_served_also_as_index_files() {
     assert_eq!(s.get("/app/").text(), "html");
 }
 
+/// The files of the suffix tests: PHP source, an include, an editor's
+/// backup, and a page that is served.
+fn suffix_files(d: &crate::util::TempDir) {
+    d.write("www/x.php", "<?php secret(); ?>");
+    d.write("www/X.PHP", "<?php secret(); ?>");
+    d.write("www/lib.inc", "secret include");
+    d.write("www/notes.txt~", "secret backup");
+    d.write("www/a.html", "<p>a</p>");
+    d.write("www/app/index.php", "<?php secret(); ?>");
+}
+
+/// With suffix entries (`"php"`, `".inc"`, `"~"`, as lighttpd's
+/// `static-file.exclude-extensions` takes them), static-file serves none of
+/// those files (it passes them on: the fallback 404 here) and still serves
+/// `a.html`.
+fn assert_suffixes_excluded(s: &Server) {
+    for path in [
+        "/x.php",
+        "/X.PHP",
+        "/x.ph%70",
+        "/lib.inc",
+        "/notes.txt~",
+        "/notes.txt%7E",
+        "/app/index.php",
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, 404, "{path}");
+        assert!(!r.text().contains("secret"), "{path}: {}", r.text());
+    }
+    // index.php is not an index file either: no index, 403.
+    assert_eq!(s.get("/app/").status, 403);
+    let r = s.get("/a.html");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "<p>a</p>");
+}
+
+#[test]
+fn exclude_extensions_are_suffixes_of_the_file_name() {
+    let s = Server::site(
+        SF,
+        "[vhost.static-file]\nindex-files = [\"index.php\"]\nexclude-extensions = [\"php\", \".inc\", \"~\"]\n",
+        suffix_files,
+    );
+    assert_suffixes_excluded(&s);
+}
+
+/// lighttpd's `static-file.exclude-extensions = ( "php", ".inc", "~" )`,
+/// imported: the same files stay unserved (the review found x.php's source
+/// served with 200 after an import).
+#[test]
+fn imported_exclude_extensions_without_dots_are_not_served() {
+    let dir = crate::util::TempDir::new("exclude-import");
+    suffix_files(&dir);
+    let conf = dir.write(
+        "lighttpd.conf",
+        format!(
+            "server.document-root = \"{}/www\"\nserver.port = 8080\nindex-file.names = ( \"index.php\" )\nstatic-file.exclude-extensions = ( \"php\", \".inc\", \"~\" )\n",
+            dir.path().display()
+        ),
+    );
+    let out = dir.path().join("imported.toml");
+    let (code, report) = crate::util::status_and_output(
+        std::process::Command::new(crate::util::bin())
+            .args(["import", "lighttpd"])
+            .arg(&conf)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(code == 0 || code == 1, "{report}");
+    assert!(
+        report.contains("static-file.exclude-extensions: static-file exclude-extensions"),
+        "{report}"
+    );
+    let mut t: toml::Table = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    t["server"].as_table_mut().unwrap().insert(
+        "listen".into(),
+        toml::Value::Array(vec!["127.0.0.1:0".into()]),
+    );
+    let s = Server::start(&toml::to_string(&t).unwrap(), |_| {});
+    assert_suffixes_excluded(&s);
+}
+
 #[test]
 fn a_304_gets_the_expiry_its_200_would_get_also_for_an_index_file() {
     // The 304 has no Content-Type (RFC 9110 §15.4.5) and "/" no extension,

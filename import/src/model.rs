@@ -188,22 +188,28 @@ impl HostTest {
         }
     }
 
-    /// A regular expression for the `Host` header passing the same hosts
-    /// (case-insensitive). It sees the port as sent; `:80`, which lighttpd
-    /// normalizes away, is allowed where the test would pass without it
-    /// (`==`, `=$`; a regex sees it).
-    pub fn header_regex(&self) -> String {
+    /// A regular expression for Tessera's `host` matcher passing the same
+    /// hosts. That matcher sees the host normalized as lighttpd's
+    /// `$HTTP["host"]` does (lower-cased, no trailing dot, no default port:
+    /// `A.Example.com.:80` is `a.example.com`), so `=$`, `=^` and `=~`
+    /// tests keep their meaning; an exact name without a port passes any
+    /// port, as a `server-names` entry does.
+    pub fn host_regex(&self) -> String {
         match self {
             HostTest::Exact(h) if self.sees_port() => {
                 let (name, port) = h.split_at(crate::strip_port(h).len());
-                format!(
-                    "(?i)^{}({}|:80)?$",
-                    fancy_regex::escape(name),
-                    fancy_regex::escape(port)
-                )
+                if port == ":80" {
+                    format!("(?i)^{}$", fancy_regex::escape(name))
+                } else {
+                    format!(
+                        "(?i)^{}{}$",
+                        fancy_regex::escape(name),
+                        fancy_regex::escape(port)
+                    )
+                }
             }
             HostTest::Exact(h) => format!("(?i)^{}(:[0-9]{{1,5}})?$", fancy_regex::escape(h)),
-            HostTest::Suffix(s) => format!("(?i){}(:80)?$", fancy_regex::escape(s)),
+            HostTest::Suffix(s) => format!("(?i){}$", fancy_regex::escape(s)),
             HostTest::Prefix(p) => format!("(?i)^{}", fancy_regex::escape(p)),
             HostTest::Regex(r) => format!("(?i){r}"),
         }
@@ -225,7 +231,7 @@ pub enum Cond {
     False,
     /// A Tessera matcher as an inline table (`{ path-prefix = "/img/" }`).
     Match(V),
-    /// A host test, decided per vhost (or a `header` matcher on `Host`).
+    /// A host test, decided per vhost (or a `host` matcher).
     Host(HostTest),
     /// Negation.
     Not(Box<Cond>),
@@ -351,13 +357,7 @@ impl Cond {
     pub fn to_match(&self) -> V {
         match self {
             Cond::Match(v) => v.clone(),
-            Cond::Host(t) => V::tab1(
-                "header",
-                V::Tab(vec![
-                    ("name".into(), V::s("Host")),
-                    ("regex".into(), V::s(t.header_regex())),
-                ]),
-            ),
+            Cond::Host(t) => V::tab1("host", V::s(t.host_regex())),
             Cond::Not(c) => V::tab1("not", c.to_match()),
             Cond::All(cs) => V::tab1("all", V::Arr(cs.iter().map(Cond::to_match).collect())),
             Cond::Any(cs) => V::tab1("any", V::Arr(cs.iter().map(Cond::to_match).collect())),

@@ -1,6 +1,9 @@
 //! The import report: every option of the source configuration, said once, as
 //! translated, approximated (and how), dropped (and why) or not needed, each
-//! with the source file and line it came from.
+//! with the source file and line it came from. A dropped option whose loss
+//! leaves something less protected than the source configuration had it (a
+//! check no longer made, a file now served, plain HTTP where there was TLS)
+//! starts its message with [`WEAKER`].
 
 use std::fmt;
 
@@ -29,6 +32,13 @@ impl fmt::Display for Src {
         write!(f, "{}:{}", self.file, self.line)
     }
 }
+
+/// The start of a message (`WEAKER: `) saying that the import is less
+/// protective than the source configuration: what the option guarded (an
+/// authorizer's check, a file kept from being served, TLS) is now served
+/// without it, and the operator has to restore it by hand (`auth-basic`,
+/// `access`, a TLS front end). Such entries are [`Outcome::Dropped`].
+pub const WEAKER: &str = "WEAKER: ";
 
 /// How an option fared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -77,6 +87,14 @@ pub struct Entry {
     pub message: String,
 }
 
+impl Entry {
+    /// Whether the message says the import is less protective than the
+    /// source configuration (it starts with [`WEAKER`]).
+    pub fn is_weaker(&self) -> bool {
+        self.message.starts_with(WEAKER)
+    }
+}
+
 /// Everything the import has to say, in the order it was said.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -122,6 +140,13 @@ impl Report {
     /// Records a dropped option (a warning).
     pub fn dropped(&mut self, src: &Src, what: &str, message: impl Into<String>) {
         self.push(src, Outcome::Dropped, what, message);
+    }
+
+    /// Records a dropped option whose loss weakens protection (a warning):
+    /// `message` says what is now served without the check, and is recorded
+    /// after [`WEAKER`].
+    pub fn weaker(&mut self, src: &Src, what: &str, message: impl AsRef<str>) {
+        self.dropped(src, what, format!("{WEAKER}{}", message.as_ref()));
     }
 
     /// Records an option Tessera does not need.
@@ -199,5 +224,21 @@ mod tests {
         assert!(text.contains("translated (1):\n  a.conf:3: expire.url: expires.url"));
         assert!(text.contains("dropped (1):"));
         assert!(text.ends_with("summary: 1 translated, 0 approximated, 1 dropped, 0 not needed\n"));
+    }
+
+    /// A weakening is a dropped entry whose message starts with `WEAKER: `.
+    #[test]
+    fn weaker_is_a_marked_drop() {
+        let mut r = Report::default();
+        let s = Src::new("a.conf", 4);
+        r.weaker(&s, "fastcgi.server", "served without the check");
+        r.dropped(&s, "ssi.extension", "not supported");
+        assert_eq!(r.count(Outcome::Dropped), 2);
+        let w: Vec<_> = r.entries.iter().filter(|e| e.is_weaker()).collect();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].message, "WEAKER: served without the check");
+        assert!(r
+            .to_string()
+            .contains("  a.conf:4: fastcgi.server: WEAKER: served without the check\n"));
     }
 }

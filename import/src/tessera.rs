@@ -51,6 +51,12 @@ pub const MODULE_ORDER: &[&str] = &[
     "access-log",
 ];
 
+/// The `user-file` of an `auth-basic` table for paths that require a login
+/// without a usable backend or user file (lighttpd `auth.require` without
+/// `auth.backend` and its user file): an empty file, so every request there
+/// gets 401 (fail closed).
+pub const FAIL_CLOSED_USER_FILE: &str = "/dev/null";
+
 /// The [`ModuleSpec`] for Tessera's built-in modules.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tessera;
@@ -201,14 +207,22 @@ impl ModuleSpec for Tessera {
                 } else {
                     "user-file"
                 };
-                let (Some(file), Some(V::Arr(list))) =
-                    (get(opts, file_key), get(opts, "require-list"))
-                else {
+                let Some(V::Arr(list)) = get(opts, "require-list") else {
                     return Leaf::Off;
                 };
-                if !matches!(backend, "htpasswd" | "plain") || list.is_empty() {
+                if list.is_empty() {
                     return Leaf::Off;
                 }
+                // Paths that require a login without a usable backend or
+                // user file: nobody gets in (lighttpd answers 500 or 401),
+                // never an open door. An empty user file is that.
+                let usable = matches!(backend, "htpasswd" | "plain");
+                let closed = V::s(FAIL_CLOSED_USER_FILE);
+                let file = match get(opts, file_key) {
+                    Some(f) if usable => f,
+                    _ => &closed,
+                };
+                let backend = if usable { backend } else { "htpasswd" };
                 let mut parts = Vec::new();
                 for e in list {
                     let Some(e) = e.as_tab() else { continue };
@@ -473,6 +487,52 @@ mod tests {
             ])
         );
         assert_eq!(Tessera.finalize("headers", &[]), Leaf::Off);
+    }
+
+    #[test]
+    fn auth_without_a_usable_backend_or_file_fails_closed() {
+        let list = V::Arr(vec![V::Tab(vec![
+            ("prefix".into(), V::s("/admin/")),
+            ("require".into(), V::s("valid-user")),
+        ])]);
+        let file_of = |opts: &[(&'static str, V)]| match Tessera.finalize("auth-basic", opts) {
+            Leaf::Split(parts) => parts[0]
+                .1
+                .iter()
+                .find(|(k, _)| k == "user-file")
+                .and_then(|(_, v)| v.as_str().map(str::to_owned)),
+            other => panic!("{other:?}"),
+        };
+        // no backend, no file, an unsupported backend, a file for another backend
+        for opts in [
+            vec![("require-list", list.clone())],
+            vec![
+                ("backend", V::s("htpasswd")),
+                ("require-list", list.clone()),
+            ],
+            vec![
+                ("backend", V::s("ldap")),
+                ("user-file", V::s("/etc/h")),
+                ("require-list", list.clone()),
+            ],
+            vec![
+                ("backend", V::s("htpasswd")),
+                ("plain-file", V::s("/etc/p")),
+                ("require-list", list.clone()),
+            ],
+        ] {
+            assert_eq!(
+                file_of(&opts).as_deref(),
+                Some(FAIL_CLOSED_USER_FILE),
+                "{opts:?}"
+            );
+        }
+        let good = [
+            ("backend", V::s("htpasswd")),
+            ("user-file", V::s("/etc/h")),
+            ("require-list", list),
+        ];
+        assert_eq!(file_of(&good).as_deref(), Some("/etc/h"));
     }
 
     #[test]

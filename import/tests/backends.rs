@@ -83,7 +83,7 @@ fn debian_php_with_php_cgi_spawned() {
     assert_eq!(strs(&f["index-files"]), vec!["index.php"]);
     assert_eq!(
         strs(&v["static-file"]["exclude-extensions"]),
-        vec!["php", "pl", "fcgi"]
+        vec![".php", ".pl", ".fcgi"]
     );
     assert!(o.has(Outcome::NotNeeded, "broken-scriptfilename"));
 }

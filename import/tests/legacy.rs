@@ -82,7 +82,7 @@ fn debian_default() {
     );
     assert_eq!(
         strs(&v["static-file"]["exclude-extensions"]),
-        vec!["php", "pl", "fcgi"]
+        vec![".php", ".pl", ".fcgi"]
     );
     assert_eq!(strs(&v["access"]["deny-suffixes"]), vec!["~", ".inc"]);
     assert!(o.has(Outcome::NotNeeded, "server.username"));
@@ -325,7 +325,7 @@ fn upstream_lighttpd() {
     );
     assert_eq!(
         strs(&v["static-file"]["exclude-extensions"]),
-        vec!["php", "pl", "fcgi", "scgi"]
+        vec![".php", ".pl", ".fcgi", ".scgi"]
     );
     // modules.conf loads mod_access, so url.access-deny is imported.
     assert!(o.has(Outcome::Translated, "modules.conf"));

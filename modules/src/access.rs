@@ -188,26 +188,9 @@ mod tests {
     use std::borrow::Cow;
     use tessera_core::actix_web::test::TestRequest;
     use tessera_core::vhost::VhostInfo;
-    use tessera_core::SharedState;
 
     fn build(json: serde_json::Value) -> Result<Access, String> {
-        let cfg: AccessConfig = serde_json::from_value(json).map_err(|e| e.to_string())?;
-        let v = VhostInfo {
-            index: 0,
-            names: vec!["site.test".into()],
-            document_root: std::env::temp_dir(),
-        };
-        let shared = SharedState::default();
-        Access::build(
-            cfg,
-            &BuildContext {
-                vhost: &v,
-                config_dir: std::path::Path::new("."),
-                shared: &shared,
-                rule_match: None,
-                upstreams: &tessera_core::upstream::Upstreams::default(),
-            },
-        )
+        crate::testing::build(json)
     }
 
     fn rules(r: serde_json::Value) -> Access {

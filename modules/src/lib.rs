@@ -77,6 +77,8 @@ pub mod socket_app;
 pub mod static_file;
 #[cfg(feature = "status")]
 pub mod status;
+#[cfg(test)]
+mod testing;
 #[cfg(any(feature = "redirect", feature = "rewrite"))]
 pub mod url_rule;
 #[cfg(feature = "userdir")]

@@ -425,9 +425,10 @@ pub(super) fn rule_options(
             }
             "auth" => {
                 let kind = node.value.as_ref().map(|(v, _)| v.as_str()).unwrap_or("");
-                if !matches!(kind, "htpasswd" | "plain") {
-                    tr.report.dropped(&src, &what, format!("the \"{kind}\" validator is not supported (htpasswd and plain are): these paths are NOT protected by the import"));
-                    continue;
+                let supported = matches!(kind, "htpasswd" | "plain");
+                if !supported {
+                    // kept without a user file: the paths fail closed
+                    tr.report.dropped(&src, &what, format!("the \"{kind}\" validator is not supported (htpasswd and plain are): these paths answer 401 to everyone (fail closed) until auth-basic gets a user file"));
                 }
                 let methods = node.val("methods").unwrap_or("basic");
                 if !methods.split(',').any(|m| m.trim() == "basic") {
@@ -436,11 +437,12 @@ pub(super) fn rule_options(
                 }
                 let file = node
                     .val("passwdfile")
+                    .filter(|_| supported)
                     .map(|f| tr.path(f, &src, &what))
                     .unwrap_or_default();
-                if !Path::new(&file).exists() {
+                if supported && !Path::new(&file).exists() {
                     tr.report.missing(&src, &what, &file);
-                } else {
+                } else if supported {
                     tr.report.translated(&src, &what, "auth-basic");
                 }
                 let users: Vec<String> = node
@@ -465,17 +467,19 @@ pub(super) fn rule_options(
                     },
                 ));
                 push(opts, "auth-basic", "backend", V::s(kind), &src);
-                push(
-                    opts,
-                    "auth-basic",
-                    if kind == "plain" {
-                        "plain-file"
-                    } else {
-                        "user-file"
-                    },
-                    V::s(file),
-                    &src,
-                );
+                if supported {
+                    push(
+                        opts,
+                        "auth-basic",
+                        if kind == "plain" {
+                            "plain-file"
+                        } else {
+                            "user-file"
+                        },
+                        V::s(file),
+                        &src,
+                    );
+                }
                 push(
                     opts,
                     "auth-basic",
@@ -506,7 +510,15 @@ pub(super) fn rule_options(
                     push(opts, "access-log", "path", V::s(""), &src);
                 }
             }
-            "only_secure" => tr.report.dropped(&src, &what, "TLS is not imported"),
+            "only_secure" => {
+                if node.flag("").unwrap_or(false)
+                    || node.value.as_ref().is_some_and(|(v, _)| v.trim() != "0")
+                {
+                    tr.report.weaker(&src, &what, "TLS is not imported, so what this rule serves (Cherokee: over TLS only) is now served over plain HTTP too; put it behind TLS by hand (a TLS front end) or restrict it (access)");
+                } else {
+                    tr.report.not_needed(&src, &what, "off (the default)");
+                }
+            }
             "rate" => tr
                 .report
                 .dropped(&src, &what, "bandwidth limits are not supported"),
@@ -571,6 +583,25 @@ mod tests {
             toml.contains(r#"match = { not = { path-regex = "^/a/b(/|$)" } }"#),
             "{toml}"
         );
+    }
+
+    /// `only_secure` cannot be kept (TLS is not imported): the report says
+    /// plainly (WEAKER) that the rule's content is served over plain HTTP;
+    /// `only_secure = 0` is not a weakening.
+    #[test]
+    fn only_secure_is_reported_as_a_weakening() {
+        let base = "vserver!1!nick = default\nvserver!1!document_root = /srv\nvserver!1!rule!1!match = default\nvserver!1!rule!1!handler = file\nvserver!1!rule!2!match = directory\nvserver!1!rule!2!match!directory = /admin\nvserver!1!rule!2!handler = file\n";
+        let (_, r) = imp(&format!("{base}vserver!1!rule!2!only_secure = 1\n"));
+        let w: Vec<_> = r.entries.iter().filter(|e| e.is_weaker()).collect();
+        assert_eq!(w.len(), 1, "{r}");
+        assert_eq!(w[0].outcome, crate::Outcome::Dropped);
+        assert_eq!(w[0].what, "vserver!1!rule!2!only_secure");
+        assert!(
+            w[0].message.starts_with("WEAKER: ") && w[0].message.contains("plain HTTP too"),
+            "{r}"
+        );
+        let (_, r) = imp(&format!("{base}vserver!1!rule!2!only_secure = 0\n"));
+        assert!(!r.entries.iter().any(|e| e.is_weaker()), "{r}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ impl Tr<'_> {
                 if matches!(b.as_str(), "htpasswd" | "plain") {
                     report.translated(src, key, "auth-basic (user-file)");
                 } else {
-                    report.dropped(src, key, format!("the \"{b}\" backend is not supported (htpasswd and plain are); the protected paths are NOT protected by the import"));
+                    report.dropped(src, key, format!("the \"{b}\" backend is not supported (htpasswd and plain are): the protected paths answer 401 to everyone (fail closed) until auth-basic gets a user file"));
                 }
                 vec![opt("auth-basic", "backend", V::s(b))]
             }

@@ -310,6 +310,19 @@ pub(super) type Host = Vec<(String, Val)>;
 /// The keys of a `proxy.server`, `fastcgi.server` or `scgi.server` value
 /// (extensions or prefixes) with their back ends' options (lower-case
 /// names), in order; malformed entries are reported and left out.
+/// The requests a `fastcgi.server` (or `scgi.server`) key applies to, in
+/// words: `every request` for `"/"`, `paths under "/app"` for a prefix,
+/// `paths ending in ".php"` for an extension.
+fn guarded(key: &str) -> String {
+    if key == "/" {
+        "every request".to_owned()
+    } else if key.starts_with('/') {
+        format!("paths under \"{key}\"")
+    } else {
+        format!("paths ending in \"{key}\"")
+    }
+}
+
 pub(super) fn keyed_hosts(
     option: &str,
     val: &Val,
@@ -380,6 +393,11 @@ fn gateway_servers(
         let mut authorizer = false;
         for h in &hosts {
             if let Some(m) = get(h, "mode").and_then(|v| v.as_string()) {
+                if m == "authorizer" {
+                    report.weaker(src, &what("mode"), format!("\"authorizer\" is not supported (only the FastCGI responder role is), so this back end is not imported: the requests it checked ({}) are now served WITHOUT that check; protect them by hand (auth-basic, access)", guarded(&ext)));
+                    authorizer = true;
+                    continue;
+                }
                 if m != "responder" {
                     report.dropped(src, &what("mode"), format!("\"{m}\": only the FastCGI responder role is supported; this back end is not imported"));
                     authorizer = true;
@@ -588,6 +606,31 @@ mod tests {
         );
         let list = vec![(None, Val::Arr(one.clone())), (None, Val::Arr(one))];
         assert_eq!(hosts_of(&list).len(), 2);
+    }
+
+    /// An authorizer is not imported, and the report says plainly (WEAKER)
+    /// that the paths it guarded are served without its check.
+    #[test]
+    fn an_authorizer_is_reported_as_a_weakening() {
+        let (t, r) = crate::lighttpd::test_util::imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_fastcgi\" )\n",
+            "fastcgi.server = ( \"/private/\" => (( \"host\" => \"127.0.0.1\", \"port\" => 9001,\n",
+            "  \"mode\" => \"authorizer\", \"docroot\" => \"/srv\" )) )\n",
+        ));
+        assert!(!t.contains("[vhost.fastcgi]") && !t.contains("9001"), "{t}");
+        let w: Vec<_> = r.entries.iter().filter(|e| e.is_weaker()).collect();
+        assert_eq!(w.len(), 1, "{r}");
+        assert_eq!(w[0].outcome, crate::Outcome::Dropped);
+        assert_eq!(w[0].src.line, 3);
+        assert!(
+            w[0].message.starts_with("WEAKER: ")
+                && w[0].message.contains("paths under \"/private/\"")
+                && w[0].message.contains("WITHOUT that check"),
+            "{r}"
+        );
+        assert_eq!(guarded("/"), "every request");
+        assert_eq!(guarded(".php"), "paths ending in \".php\"");
     }
 
     #[test]

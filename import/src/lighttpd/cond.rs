@@ -139,10 +139,38 @@ fn const_test(op: CondOp, v: &str, actual: &str) -> Cond {
     }
 }
 
+/// Reports a test that could not be imported (`why`): its block never
+/// applies, which under `!=` or `!~` means that what the block restricts (an
+/// access-deny, a login) now restricts no client at all: a weakening
+/// ([`Report::weaker`]).
+fn not_imported(report: &mut Report, rc: &RawCond, what: &str, why: &str) {
+    if matches!(rc.op, CondOp::Ne | CondOp::NotRe) {
+        report.weaker(&rc.src, what, format!("{why}; the block never applies: under != or !~ that lifts what it restricts (url.access-deny, auth.require) for EVERY client; restrict those paths by hand"));
+    } else {
+        report.dropped(&rc.src, what, format!("{why}; the block never applies"));
+    }
+}
+
 /// Turns a regular expression over the client address, as written in real
-/// configurations (`^127\.0\.0\.1$|^::1$`, `^192\.168\.`), into addresses and
-/// CIDR ranges; `None` when it is anything else.
+/// configurations (`^127\.0\.0\.1$|^::1$`, `^192\.168\.`, and the grouped
+/// `^(127\.0\.0\.1|10\.0\.0\.5)$`), into addresses and CIDR ranges; `None`
+/// when it is anything else.
 fn remoteip_regex(r: &str) -> Option<Vec<String>> {
+    // `^(a|b)$` is `^a$|^b$`, `^(a|b)` is `^a|^b` (one group, nothing nested)
+    let grouped = r.strip_prefix("^(").and_then(|rest| {
+        let (inner, end) = match rest.strip_suffix(")$") {
+            Some(i) => (i, "$"),
+            None => (rest.strip_suffix(')')?, ""),
+        };
+        (!inner.contains(['(', ')'])).then(|| {
+            inner
+                .split('|')
+                .map(|a| format!("^{a}{end}"))
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+    });
+    let r = grouped.as_deref().unwrap_or(r);
     let mut out = Vec::new();
     for alt in r.split('|') {
         let (start, end, lit) = literal_regex(alt)?;
@@ -287,10 +315,11 @@ impl Tr<'_> {
                         wrap(Cond::Match(V::tab1("client", V::strs(l))))
                     }
                     _ => {
-                        report.dropped(
-                            &rc.src,
+                        not_imported(
+                            report,
+                            rc,
                             &what,
-                            "only addresses, CIDR ranges and anchored alternations of them (^127\\.0\\.0\\.1$|^::1$) can be matched; the block never applies",
+                            "only addresses, CIDR ranges and anchored alternations of them (^127\\.0\\.0\\.1$|^::1$) can be matched",
                         );
                         Cond::False
                     }
@@ -433,11 +462,7 @@ impl Tr<'_> {
                 wrap(Cond::Match(V::tab1("socket", V::s(addr))))
             }
             _ => {
-                report.dropped(
-                    &rc.src,
-                    &what,
-                    "this condition is not supported; the block never applies",
-                );
+                not_imported(report, rc, &what, "this condition is not supported");
                 Cond::False
             }
         }
@@ -522,6 +547,29 @@ mod tests {
             Some(vec!["192.168.0.0/16".to_owned()])
         );
         assert_eq!(remoteip_regex(r"^10\.(1|2)\."), None);
+        // the grouped form, common in real configurations
+        assert_eq!(
+            remoteip_regex(r"^(127\.0\.0\.1|10\.0\.0\.5)$"),
+            Some(vec!["127.0.0.1".to_owned(), "10.0.0.5".to_owned()])
+        );
+        assert_eq!(
+            remoteip_regex(r"^(10\.|192\.168\.)"),
+            Some(vec!["10.0.0.0/8".to_owned(), "192.168.0.0/16".to_owned()])
+        );
+        assert_eq!(remoteip_regex(r"^(10\.(1|2)\.)$"), None);
+    }
+
+    /// A negated test that cannot be imported says that the block's
+    /// restriction is lifted for every client.
+    #[test]
+    fn a_negated_test_not_imported_says_what_it_lifts() {
+        let (_, r) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "$HTTP[\"remoteip\"] !~ \"^10\\.(1|2)\\.\" { url.access-deny = ( \"\" ) }\n",
+            "$HTTP[\"remoteip\"] =~ \"^10\\.(1|2)\\.\" { url.access-deny = ( \"\" ) }\n",
+        ));
+        let text = r.to_string();
+        assert_eq!(text.matches("for EVERY client").count(), 1, "{text}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `$HTTP["host"]` tests become vhosts (one per distinct test, plus the
 //! default vhost for the global context); inside each vhost every host test is
 //! decided statically where Tessera's vhost selection makes that exact, and
-//! checked on the `Host` header otherwise. The blocks of each vhost are then
+//! checked with a `host` matcher otherwise. The blocks of each vhost are then
 //! resolved into ordered rules by [`crate::model::resolve`].
 //!
 //! This file holds the entry points, the tables of options and modules, and

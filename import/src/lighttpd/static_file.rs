@@ -58,19 +58,30 @@ impl Tr<'_> {
                 self.mime_types(val, src, report),
             )],
             "static-file.exclude-extensions" => {
-                let mut exts = Vec::new();
+                // lighttpd matches each entry as a plain suffix of the path
+                // (".php", "php", "~"); Tessera's entries are suffixes of the
+                // file name, so an entry without '/' means the same.
+                let mut suffixes = Vec::new();
                 for e in val.as_list() {
-                    match e.strip_prefix('.') {
-                        Some(x) if !x.is_empty() && !x.contains('.') => exts.push(x.to_owned()),
-                        _ => report.approximated(
+                    if e.contains('/') {
+                        report.weaker(
                             src,
                             key,
-                            format!("\"{e}\" is not a single extension (\".php\"); left out"),
-                        ),
+                            format!("\"{e}\" holds a '/' (Tessera's entries are suffixes of a file name): the files it kept lighttpd from serving are now served as files; deny them by hand (access deny-suffixes)"),
+                        );
+                    } else if !suffixes.contains(&e) {
+                        suffixes.push(e);
                     }
                 }
-                report.translated(src, key, "static-file exclude-extensions");
-                vec![opt("static-file", "exclude-extensions", V::strs(exts))]
+                report.translated(
+                    src,
+                    key,
+                    format!(
+                        "static-file exclude-extensions = {:?}: each entry a suffix of the file name, as in lighttpd (compared case-insensitively: Tessera also excludes x.PHP for \"php\")",
+                        suffixes
+                    ),
+                );
+                vec![opt("static-file", "exclude-extensions", V::strs(suffixes))]
             }
             "static-file.etags" => {
                 let Some(b) = bool_of(report) else {
@@ -279,6 +290,35 @@ impl Tr<'_> {
 #[cfg(test)]
 mod tests {
     use crate::lighttpd::test_util::*;
+
+    /// `static-file.exclude-extensions` entries are suffixes in lighttpd
+    /// (`"php"`, `"~"` included): every one is passed through as written,
+    /// with a "translated" line; one with a `/` is a marked weakening.
+    #[test]
+    fn exclude_extensions_pass_through_as_suffixes() {
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/\"\n",
+            "static-file.exclude-extensions = ( \"php\", \".inc\", \"~\", \".php\", \"php\" )\n",
+        ));
+        let v: toml::Table = toml::from_str(&t).unwrap();
+        let x: Vec<&str> = v["vhost"][0]["static-file"]["exclude-extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.as_str())
+            .collect();
+        assert_eq!(x, ["php", ".inc", "~", ".php"], "{t}");
+        let e: Vec<_> = r.find("static-file.exclude-extensions").collect();
+        assert_eq!(e.len(), 1, "{r}");
+        assert_eq!(e[0].outcome, crate::Outcome::Translated);
+        assert!(e[0].message.contains("suffix of the file name"), "{r}");
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/\"\n",
+            "static-file.exclude-extensions = ( \".php\", \"/secret.txt\" )\n",
+        ));
+        assert!(t.contains("exclude-extensions = [\".php\"]"), "{t}");
+        assert!(r.find("/secret.txt").any(|e| e.is_weaker()), "{r}");
+    }
 
     /// Issue 11 #7: the common extensions a `mimetype.assign` leaves out get
     /// lighttpd's type for them (its "" default, else

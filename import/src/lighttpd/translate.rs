@@ -233,6 +233,26 @@ pub(super) fn translate(
     } else {
         swap(&mut order, "headers", "expires");
     }
+    // Paths that require a login with no usable backend and user file
+    // anywhere: the import closes them (see tessera::FAIL_CLOSED_USER_FILE)
+    let auth_opts = || {
+        blocks
+            .iter()
+            .flat_map(|b| &b.opts)
+            .filter(|o| o.module == "auth-basic")
+    };
+    let usable_backend = auth_opts()
+        .any(|o| o.key == "backend" && matches!(o.val.as_str(), Some("htpasswd" | "plain")));
+    let user_file = auth_opts().any(|o| matches!(o.key, "user-file" | "plain-file"));
+    if !(usable_backend && user_file) {
+        if let Some(o) = auth_opts().find(|o| o.key == "require-list") {
+            report.approximated(
+                &o.src,
+                "auth.require",
+                "no usable auth.backend with its user file: every path it lists answers 401 to everyone (fail closed, with an empty user-file; lighttpd answers 500 or 401)",
+            );
+        }
+    }
     // Vhosts: the default (global) one, then one per host test.
     let mut tests: Vec<HostTest> = Vec::new();
     for b in &blocks {
@@ -294,7 +314,7 @@ pub(super) fn translate(
                     &rc.src,
                     &rc.show(),
                     format!(
-                        "a vhost for \"{}\" on some listeners only, which a $SERVER[\"socket\"] test under != or else does not name: not imported (nor served on any port), rather than served on every one",
+                        "a vhost for \"{}\" on some listeners only, which a $SERVER[\"socket\"] test under != or else does not name: no vhost of its own; its host is served by the other vhosts, where this block's settings apply per request (host and socket matchers) but not its vhost-wide ones (document root, server name)",
                         t.server_name()
                     ),
                 );
@@ -305,7 +325,14 @@ pub(super) fn translate(
         }
         told
     });
-    let regex_index = |t: &HostTest| tests.iter().position(|x| x == t);
+    // A test has a vhost when one of `tests` has its server name (two tests
+    // of the same name, `=^ "a."` and `=~ "^a\."`, select the same hosts);
+    // a test without one (dropped above) never decides a block for another
+    // vhost: its hosts reach that vhost, so it is checked per request.
+    let vhost_of = |t: &HostTest| {
+        let n = t.server_name();
+        tests.iter().position(|x| x.server_name() == n)
+    };
     let mut out = Output {
         header: vec![format!("Files read: {}.", parsed.files.join(", "))],
         listen: tr.listen.clone(),
@@ -316,8 +343,9 @@ pub(super) fn translate(
     let mut vhosts: Vec<(Option<HostTest>, VhostOut)> = Vec::new();
     for own in std::iter::once(None).chain(tests.iter().cloned().map(Some)) {
         let eval = |t: &HostTest| -> Option<bool> {
+            let has_vhost = vhost_of(t).is_some();
             match &own {
-                None => Some(false),
+                None => has_vhost.then_some(false),
                 // The authorities this vhost gets: the name without port or
                 // with any port (with one port for `== "h:8080"`): the test
                 // is decided when it gives all of them the same answer.
@@ -335,8 +363,11 @@ pub(super) fn translate(
                         .then_some(first)
                 }
                 Some(v) => {
-                    if t == v {
+                    if t == v || t.server_name() == v.server_name() {
                         return Some(true);
+                    }
+                    if !has_vhost {
+                        return None;
                     }
                     let v_wild = v.is_wildcard();
                     match t {
@@ -353,7 +384,7 @@ pub(super) fn translate(
                         _ => {
                             if v_wild {
                                 None
-                            } else if regex_index(t) < regex_index(v) {
+                            } else if vhost_of(t) < vhost_of(v) {
                                 Some(false)
                             } else {
                                 None
@@ -387,17 +418,31 @@ pub(super) fn translate(
             .map_or_else(|| "default".to_owned(), HostTest::server_name);
         // Document root: the last one set where the vhost's condition holds.
         let mut root: Option<(String, Src)> = None;
+        let mut conditional: Vec<(&str, &Src)> = Vec::new();
         for (ci, p, s) in &docroots {
             let c = vblocks[ci + 1].cond.clone();
             match c {
                 Cond::True => root = Some((p.clone(), s.clone())),
                 Cond::False => {}
-                _ => report.approximated(
-                    s,
-                    "server.document-root",
-                    format!("vhost \"{vname}\": Tessera has one document root per vhost; this conditional one is not used"),
-                ),
+                _ => conditional.push((p, s)),
             }
+        }
+        // (what they get instead: the root chosen below)
+        let instead = root
+            .clone()
+            .or_else(|| docroots.first().map(|(_, p, s)| (p.clone(), s.clone())))
+            .map_or_else(
+                || "the vhost's document root".to_owned(),
+                |(r, _)| format!("\"{r}\""),
+            );
+        for (p, s) in conditional {
+            report.weaker(
+                s,
+                "server.document-root",
+                format!(
+                    "vhost \"{vname}\": Tessera has one document root per vhost; this conditional one (\"{p}\") is not used: the requests it covers are served from {instead} instead, with whatever files that holds"
+                ),
+            );
         }
         if root.is_none() {
             if let Some((_, p, s)) = docroots.first() {
@@ -612,5 +657,65 @@ mod tests {
         assert!(t.contains("client-header-timeout = 30"), "{t}");
         assert!(t.contains("send-timeout = 120"), "{t}");
         assert!(t.contains("keep-alive = 7"), "{t}");
+    }
+
+    /// A hostile review: two host tests Tessera names alike both keep their
+    /// blocks, and a host block without a vhost of its own (its listeners
+    /// cannot be told) still applies, per request, where its host is served.
+    #[test]
+    fn host_tests_of_one_name_and_hosts_without_a_vhost_keep_their_blocks() {
+        let (t, _) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_access\", \"mod_setenv\" )\n",
+            "$HTTP[\"host\"] =^ \"admin.\" { setenv.add-response-header = ( \"X-Admin\" => \"1\" ) }\n",
+            "$HTTP[\"host\"] =~ \"^admin\\.\" { url.access-deny = ( \"\" ) }\n",
+        ));
+        assert!(t.contains("deny-suffixes"), "{t}");
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.port = 8080\n",
+            "server.modules = ( \"mod_access\" )\n",
+            "$SERVER[\"socket\"] == \":8443\" { }\n",
+            "$SERVER[\"socket\"] != \":8443\" {\n",
+            "  $HTTP[\"host\"] == \"intranet.example\" { url.access-deny = ( \"\" ) }\n",
+            "}\n",
+        ));
+        assert!(t.contains("deny-suffixes"), "{t}");
+        assert!(t.contains("host = "), "{t}");
+        assert!(r.to_string().contains("served by the other vhosts"), "{r}");
+    }
+
+    /// Paths that require a login without a usable backend and user file
+    /// answer 401 to everyone, and the report says so.
+    #[test]
+    fn auth_require_without_a_backend_fails_closed() {
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_auth\" )\n",
+            "auth.require = ( \"/admin/\" => ( \"method\" => \"basic\", \"realm\" => \"x\", \"require\" => \"valid-user\" ) )\n",
+        ));
+        assert!(
+            t.contains(&format!(
+                "user-file = \"{}\"",
+                crate::tessera::FAIL_CLOSED_USER_FILE
+            )),
+            "{t}"
+        );
+        assert!(r.to_string().contains("fail closed"), "{r}");
+    }
+
+    /// A conditional document root that is not used says which root its
+    /// requests get instead.
+    #[test]
+    fn an_unused_conditional_document_root_names_the_root_used() {
+        let (_, r) = imp(concat!(
+            "server.document-root = \"/srv/internal\"\n",
+            "$HTTP[\"remoteip\"] != \"127.0.0.1\" { server.document-root = \"/srv/public\" }\n",
+        ));
+        let text = r.to_string();
+        assert!(
+            text.contains("(\"/srv/public\") is not used: the requests it covers are served from \"/srv/internal\""),
+            "{text}"
+        );
     }
 }

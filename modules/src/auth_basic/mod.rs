@@ -339,7 +339,6 @@ mod tests {
     use std::borrow::Cow;
     use tessera_core::actix_web::test::TestRequest;
     use tessera_core::vhost::VhostInfo;
-    use tessera_core::SharedState;
 
     const APR1: &str = "$apr1$saltsalt$LrttParrLPdxvgutaSXWJ0"; // "secret"
 
@@ -367,23 +366,7 @@ mod tests {
     }
 
     fn build(dir: &Dir, json: serde_json::Value) -> Result<AuthBasic, String> {
-        let cfg: AuthBasicConfig = serde_json::from_value(json).map_err(|e| e.to_string())?;
-        let v = VhostInfo {
-            index: 0,
-            names: vec!["site.test".into()],
-            document_root: std::env::temp_dir(),
-        };
-        let shared = SharedState::default();
-        AuthBasic::build(
-            cfg,
-            &BuildContext {
-                vhost: &v,
-                config_dir: &dir.0,
-                shared: &shared,
-                rule_match: None,
-                upstreams: &tessera_core::upstream::Upstreams::default(),
-            },
-        )
+        crate::testing::build_in(json, &std::env::temp_dir(), &dir.0)
     }
 
     /// Runs the request hook with an Authorization header (if any); returns

@@ -83,8 +83,13 @@ pub struct StaticFileConfig {
     /// (lighttpd `static-file.etags`, nginx `etag`).
     #[serde(default = "default_true")]
     pub etag: bool,
-    /// Extensions (without the dot) this module never serves: it passes them on
-    /// (lighttpd `static-file.exclude-extensions`). Default none.
+    /// Suffixes of file names this module never serves: a file whose name
+    /// ends with one of them, compared ASCII case-insensitively, is passed on
+    /// to the next module (lighttpd `static-file.exclude-extensions`, which
+    /// matches each entry as a plain suffix). `".php"` and `"php"` both
+    /// exclude `x.php` (`"php"` also `xphp`), `"~"` excludes `notes.txt~`;
+    /// `""` excludes every file. An index file whose name ends with one is
+    /// never served either. Each entry is a string without `/`; default none.
     #[serde(default)]
     pub exclude_extensions: Vec<String>,
     /// Most paths kept in the open-file cache of this vhost (or rule); `0`
@@ -168,19 +173,19 @@ impl ModuleDecl for StaticFile {
                 .cell(cx.vhost.index)
                 .set(mime.clone());
         }
-        // An index file with an excluded extension is never served either
+        for (i, x) in cfg.exclude_extensions.iter().enumerate() {
+            if x.contains('/') || x.contains('\0') {
+                return Err(format!(
+                    "exclude-extensions[{i}]: \"{x}\" must be a suffix of a file name (no '/')"
+                ));
+            }
+        }
+        // An index file with an excluded suffix is never served either
         // (lighttpd checks the index file's own name too).
-        let excluded = |name: &str| {
-            extension(name).is_some_and(|e| {
-                cfg.exclude_extensions
-                    .iter()
-                    .any(|x| x.trim_start_matches('.').eq_ignore_ascii_case(e))
-            })
-        };
         let index_files: Vec<String> = cfg
             .index_files
             .iter()
-            .filter(|f| !excluded(f))
+            .filter(|f| !has_excluded_suffix(f, &cfg.exclude_extensions))
             .cloned()
             .collect();
         Ok(StaticFile {
@@ -190,11 +195,7 @@ impl ModuleDecl for StaticFile {
             symlinks: cfg.follow_symlinks,
             mime,
             etag: cfg.etag,
-            exclude: cfg
-                .exclude_extensions
-                .iter()
-                .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
-                .collect(),
+            exclude: cfg.exclude_extensions.clone(),
             cache: (cfg.open_file_cache > 0).then(|| {
                 FileCache::new(
                     cfg.open_file_cache,
@@ -205,6 +206,18 @@ impl ModuleDecl for StaticFile {
             }),
         })
     }
+}
+
+/// Whether the file name `name` ends with one of `suffixes`, compared ASCII
+/// case-insensitively (`exclude-extensions`; lighttpd's
+/// `static-file.exclude-extensions` compares the same suffixes
+/// case-sensitively). An empty suffix matches every name.
+fn has_excluded_suffix(name: &str, suffixes: &[String]) -> bool {
+    let name = name.as_bytes();
+    suffixes.iter().any(|s| {
+        let s = s.as_bytes();
+        s.len() <= name.len() && name[name.len() - s.len()..].eq_ignore_ascii_case(s)
+    })
 }
 
 impl Module for StaticFile {
@@ -224,10 +237,9 @@ impl Module for StaticFile {
             return Some(error_response(StatusCode::NOT_FOUND));
         }
         if !self.exclude.is_empty() {
-            if let Some(ext) = extension(path) {
-                if self.exclude.iter().any(|e| e.eq_ignore_ascii_case(ext)) {
-                    return None;
-                }
+            let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
+            if has_excluded_suffix(name, &self.exclude) {
+                return None;
             }
         }
         let key = self.cache.as_ref().and_then(|_| cx.resource_key());
@@ -477,5 +489,54 @@ impl StaticFile {
         let r = respond(cx, &info, source, &[], mode);
         cache.insert(key, Entry::new(path, dir, id, info.prebuild(), content));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(json: serde_json::Value) -> Result<StaticFile, String> {
+        crate::testing::build(json)
+    }
+
+    /// `exclude-extensions` entries are suffixes of the file name, as in
+    /// lighttpd (ASCII case-insensitive here): undotted entries and `~`
+    /// exclude too, and a dotted entry matches as it always did.
+    #[test]
+    fn exclude_extensions_are_file_name_suffixes() {
+        let x = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let ex = x(&["php", ".inc", "~"]);
+        for name in ["x.php", "X.PHP", "a.inc", "notes.txt~", "xphp"] {
+            assert!(has_excluded_suffix(name, &ex), "{name}");
+        }
+        for name in ["a.html", "php.txt", "inc", "a.php.txt", ""] {
+            assert!(!has_excluded_suffix(name, &ex), "{name}");
+        }
+        let dotted = x(&[".php"]);
+        assert!(has_excluded_suffix("index.php", &dotted));
+        assert!(has_excluded_suffix("a.Php", &dotted));
+        assert!(!has_excluded_suffix("aphp", &dotted));
+        assert!(has_excluded_suffix("a", &x(&[""])));
+        assert!(has_excluded_suffix("caf\u{e9}", &x(&["\u{e9}"])));
+    }
+
+    /// An index file with an excluded suffix is never tried; an entry with a
+    /// `/` is refused, naming its position.
+    #[test]
+    fn exclude_extensions_filter_index_files_and_refuse_slashes() {
+        let s = build(serde_json::json!({
+            "index-files": ["index.php", "index.html", "index.htm~"],
+            "exclude-extensions": ["php", "~"],
+        }))
+        .unwrap();
+        assert_eq!(s.index_files, ["index.html"]);
+        let e = build(serde_json::json!({ "exclude-extensions": [".php", "a/b"] }))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("exclude-extensions[1]") && e.contains("a/b"),
+            "{e}"
+        );
     }
 }
