@@ -385,6 +385,10 @@ fn fpm_site(fpm: &Fpm, upstream: &str, fastcgi: &str) -> Server {
                 "<?php http_response_code(404); header('X-Sendfile: ' . $_GET['f']); header('Cache-Control: no-store'); echo 'BODY FROM PHP';",
             );
             w.write(
+                "www/reset.php",
+                "<?php http_response_code(205); header('X-Sendfile: ' . $_GET['f']);",
+            );
+            w.write(
                 "www/down.php",
                 "<?php http_response_code(503); header('X-Sendfile: ' . $_GET['f']);",
             );
@@ -622,6 +626,12 @@ fn x_sendfile_serves_files_inside_the_docroot_only() {
     );
     let r = s.get(&format!("/down.php?f={}", big.display()));
     assert_eq!((r.status, r.body == data), (503, true));
+    // 205 has no content (RFC 9110 §15.3.6)
+    let r = s.get(&format!("/reset.php?f={}", big.display()));
+    assert_eq!((r.status, r.body.len()), (205, 0));
+    // a trailing slash names a directory, not the file
+    let r = s.get(&format!("/send.php?f={}/", big.display()));
+    assert_eq!(r.status, 403);
 }
 
 #[test]

@@ -219,7 +219,7 @@ impl ModuleSpec for Tessera {
                 let usable = matches!(backend, "htpasswd" | "plain");
                 let closed = V::s(FAIL_CLOSED_USER_FILE);
                 let file = match get(opts, file_key) {
-                    Some(f) if usable => f,
+                    Some(f) if usable && f.as_str() != Some("") => f,
                     _ => &closed,
                 };
                 let backend = if usable { backend } else { "htpasswd" };
@@ -518,6 +518,11 @@ mod tests {
             vec![
                 ("backend", V::s("htpasswd")),
                 ("plain-file", V::s("/etc/p")),
+                ("require-list", list.clone()),
+            ],
+            vec![
+                ("backend", V::s("htpasswd")),
+                ("user-file", V::s("")),
                 ("require-list", list.clone()),
             ],
         ] {

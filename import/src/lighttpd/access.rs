@@ -63,7 +63,7 @@ impl Tr<'_> {
                         || users.is_empty()
                     {
                         if !require.split('|').any(|p| p.trim() == "valid-user") {
-                            report.approximated(src, key, format!("\"{prefix}\": require \"{require}\" (groups, hosts) becomes valid-user: any user in the file is let in"));
+                            report.weaker(src, key, format!("\"{prefix}\": require \"{require}\" (groups, hosts) becomes valid-user: any user in the file is let in"));
                         }
                         V::s("valid-user")
                     } else {

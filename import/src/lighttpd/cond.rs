@@ -140,15 +140,10 @@ fn const_test(op: CondOp, v: &str, actual: &str) -> Cond {
 }
 
 /// Reports a test that could not be imported (`why`): its block never
-/// applies, which under `!=` or `!~` means that what the block restricts (an
-/// access-deny, a login) now restricts no client at all: a weakening
-/// ([`Report::weaker`]).
+/// applies. A restriction the block holds is then reported as lifted
+/// ([`Report::weaker`], by the translation, which knows the block).
 fn not_imported(report: &mut Report, rc: &RawCond, what: &str, why: &str) {
-    if matches!(rc.op, CondOp::Ne | CondOp::NotRe) {
-        report.weaker(&rc.src, what, format!("{why}; the block never applies: under != or !~ that lifts what it restricts (url.access-deny, auth.require) for EVERY client; restrict those paths by hand"));
-    } else {
-        report.dropped(&rc.src, what, format!("{why}; the block never applies"));
-    }
+    report.dropped(&rc.src, what, format!("{why}; the block never applies"));
 }
 
 /// Turns a regular expression over the client address, as written in real
@@ -206,9 +201,33 @@ impl Tr<'_> {
         if let Some(c) = self.cond_cache.get(&key) {
             return c.clone();
         }
+        let before = report.entries.len();
         let c = self.translate_cond(rc, report);
+        // a test reported dropped: decided by what it could not be
+        if report.entries[before..]
+            .iter()
+            .any(|e| e.outcome == crate::Outcome::Dropped && e.what == key.1)
+        {
+            self.unimported.insert(key.clone());
+        }
         self.cond_cache.insert(key, c.clone());
         c
+    }
+
+    /// Where the test that keeps context `i` (or an enclosing one) from
+    /// ever applying was written, when one of them could not be imported.
+    pub(super) fn unimported_test(&self, i: usize) -> Option<crate::report::Src> {
+        let mut at = Some(i);
+        while let Some(j) = at {
+            let ctx = self.ctx(j);
+            if let Some(rc) = &ctx.cond {
+                if self.unimported.contains(&(rc.src.clone(), rc.show())) {
+                    return Some(rc.src.clone());
+                }
+            }
+            at = ctx.parent;
+        }
+        None
     }
 
     fn translate_cond(&mut self, rc: &RawCond, report: &mut Report) -> Cond {
@@ -559,17 +578,30 @@ mod tests {
         assert_eq!(remoteip_regex(r"^(10\.(1|2)\.)$"), None);
     }
 
-    /// A negated test that cannot be imported says that the block's
-    /// restriction is lifted for every client.
+    /// A restriction under a test that cannot be imported (negated or not,
+    /// in the block or an enclosing one) is reported as lifted, `WEAKER`;
+    /// other settings under such a test are not.
     #[test]
-    fn a_negated_test_not_imported_says_what_it_lifts() {
+    fn a_restriction_under_a_test_not_imported_is_reported_lifted() {
         let (_, r) = imp(concat!(
             "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_access\", \"mod_auth\", \"mod_setenv\" )\n",
             "$HTTP[\"remoteip\"] !~ \"^10\\.(1|2)\\.\" { url.access-deny = ( \"\" ) }\n",
-            "$HTTP[\"remoteip\"] =~ \"^10\\.(1|2)\\.\" { url.access-deny = ( \"\" ) }\n",
+            "$HTTP[\"remoteip\"] =~ \"^10\\.0\\.0\\.[5-9]$\" { url.access-deny = ( \"\" ) }\n",
+            "$HTTP[\"url\"] !~ \"^/public/\\Z\" {\n",
+            "  $HTTP[\"url\"] =^ \"/admin/\" { auth.require = ( \"\" => ( \"method\" => \"basic\", \"realm\" => \"x\", \"require\" => \"valid-user\" ) ) }\n",
+            "}\n",
+            "$SERVER[\"socket\"] =~ \":8080$\" { setenv.add-response-header = ( \"X-A\" => \"1\" ) }\n",
         ));
-        let text = r.to_string();
-        assert_eq!(text.matches("for EVERY client").count(), 1, "{text}");
+        let weaker: Vec<_> = r.entries.iter().filter(|e| e.is_weaker()).collect();
+        assert_eq!(weaker.len(), 3, "{r}");
+        assert!(weaker.iter().any(|e| e.what == "auth.require"), "{r}");
+        assert!(
+            weaker
+                .iter()
+                .all(|e| e.message.contains("restriction is lifted")),
+            "{r}"
+        );
     }
 
     #[test]

@@ -33,9 +33,10 @@ pub(super) fn socket_addr(s: &str, default_port: u16) -> Option<String> {
         "localhost" => "127.0.0.1".to_owned(),
         h => h.to_owned(),
     };
-    let addr = format!("{host}:{port}");
-    addr.parse::<std::net::SocketAddr>().ok()?;
-    Some(addr)
+    // in one spelling (`[0:0::1]:80` is `[::1]:80`), so that addresses
+    // compare equal when the sockets are the same
+    let addr: std::net::SocketAddr = format!("{host}:{port}").parse().ok()?;
+    Some(addr.to_string())
 }
 
 impl Tr<'_> {
@@ -382,5 +383,10 @@ mod tests {
             Some("127.0.0.1:81")
         );
         assert_eq!(socket_addr("/run/x.sock", 80), None);
+        // one spelling per socket: a TLS block and a plain one name the same
+        assert_eq!(
+            socket_addr("[0:0::1]:443", 80).as_deref(),
+            Some("[::1]:443")
+        );
     }
 }

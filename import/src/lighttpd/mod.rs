@@ -333,6 +333,9 @@ struct Tr<'a> {
     main: String,
     loaded: Vec<String>,
     cond_cache: HashMap<(Src, String), Cond>,
+    /// Tests that could not be imported (reported dropped; decided as never
+    /// holding), by source and text, as `cond_cache` keys them.
+    unimported: std::collections::HashSet<(Src, String)>,
     listen: Vec<Listen>,
     /// Wildcard sockets' ports are decided against the listeners.
     /// Context index -> Cond.

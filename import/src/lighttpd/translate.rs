@@ -28,6 +28,7 @@ pub(super) fn translate(
         main: main.to_owned(),
         loaded: Vec::new(),
         cond_cache: HashMap::new(),
+        unimported: Default::default(),
         listen: Vec::new(),
         ctx_cond: HashMap::new(),
     };
@@ -202,6 +203,26 @@ pub(super) fn translate(
             base: false,
             label,
         });
+    }
+    // A restriction in a block that never applies because a test could not
+    // be imported (whatever its operator: `!~` lifts it for every client,
+    // `=~` for the clients it named) is a weakening, said at the option.
+    for i in 0..parsed.contexts.len() {
+        let Some(test) = tr.unimported_test(i) else {
+            continue;
+        };
+        for o in &blocks[i + 1].opts {
+            let key = match (o.module, o.key) {
+                ("access", "deny-suffixes") => "url.access-deny",
+                ("auth-basic", "require-list") => "auth.require",
+                _ => continue,
+            };
+            report.weaker(
+                &o.src,
+                key,
+                format!("the test at {test} could not be imported, so its block never applies: this restriction is lifted for the requests it covered; restrict those paths by hand (access, auth-basic)"),
+            );
+        }
     }
     let sets = |m: &str, k: &str| {
         blocks

@@ -82,7 +82,8 @@ impl XSendfile {
     ///   page's file), or to another method (a download answering a POST),
     ///   the whole file with the back end's status, as lighttpd does (it
     ///   keeps a status other than 200 and serves any method); no
-    ///   validators unless the status is 200.
+    ///   validators unless the status is 200. A 205 has no content (RFC
+    ///   9110 §15.3.6).
     /// - A file that cannot be served gives its own error (403, 404, 503),
     ///   or the back end's status when that is an error too.
     ///
@@ -102,6 +103,10 @@ impl XSendfile {
             return Some(error_response(StatusCode::FORBIDDEN));
         };
         let status = head.status;
+        if status == StatusCode::RESET_CONTENT {
+            // no content, by definition (RFC 9110 §15.3.6)
+            return Some(HttpResponse::build(status).finish());
+        }
         let as_file = matches!(status, StatusCode::OK | StatusCode::PARTIAL_CONTENT)
             && matches!(*cx.method(), Method::GET | Method::HEAD);
         let failed = |file_status: StatusCode| {
@@ -163,7 +168,9 @@ impl XSendfile {
     /// not clean.
     fn inside(&self, named: &str) -> Option<(&StaticFile, String)> {
         let p = Path::new(named);
+        // (a trailing `/` names a directory: `Path` would drop it)
         if !p.is_absolute()
+            || named.ends_with('/')
             || named.contains('\0')
             || named.split('/').any(|seg| seg == "." || seg == "..")
         {
