@@ -51,11 +51,11 @@ pub enum MatchSpec {
     /// `$HTTP["useragent"]`, Cherokee `header`).
     Header(HeaderSpec),
     /// The request's host matches this regular expression: the host of an
-    /// absolute-form target, or else of `Host`, normalized as for vhost
-    /// selection ([`crate::vhost::normalize_host`]: lower-cased, no
-    /// trailing dot, no default port), `""` when there is none (lighttpd
-    /// `$HTTP["host"]`, which tests the normalized host too; a `header`
-    /// test of `Host` sees `a.test.` and `a.test:80` as sent).
+    /// absolute-form target, or else of `Host`, normalized as lighttpd's
+    /// `$HTTP["host"]` sees it ([`crate::vhost::normalize_host`], as for
+    /// `names-see-port` vhost names: lower-cased, no trailing dot, no
+    /// default port; other ports stay), `""` when there is none. A `header`
+    /// test of `Host` sees `a.test.` and `a.test:80` as sent.
     Host(String),
     /// The raw query string (without `?`) matches this regular expression
     /// (lighttpd `$HTTP["querystring"]`).

@@ -98,7 +98,7 @@ impl XSendfile {
             tracing::warn!(
                 vhost = %cx.vhost.label(),
                 file = named,
-                "x-sendfile: refused: not inside x-sendfile-docroot"
+                "x-sendfile: refused: not a clean absolute path inside x-sendfile-docroot"
             );
             return Some(error_response(StatusCode::FORBIDDEN));
         };
