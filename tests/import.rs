@@ -757,6 +757,7 @@ fn imported_restrictions_fail_closed_like_lighttpd() {
     dir.write("www/index.html", "<h1>www</h1>\n");
     dir.write("www/admin/index.html", "<h1>admin</h1>\n");
     dir.write("www/lan/index.html", "<h1>lan</h1>\n");
+    dir.write("www/lan2/index.html", "<h1>lan2</h1>\n");
     let conf = format!(
         r#"{head}
 mimetype.assign = ( ".html" => "text/html" )
@@ -765,6 +766,9 @@ auth.backend.plain.userfile = root + "/nowhere"
 auth.require = ( "/admin/" => ( "method" => "basic", "realm" => "x", "require" => "valid-user" ) )
 $HTTP["remoteip"] =~ "^(127\.0\.0\.1|10\.0\.0\.5)$" {{
   $HTTP["url"] =^ "/lan/" {{ url.access-deny = ( "" ) }}
+}}
+$HTTP["remoteip"] =~ "^127\.0\.0\.[0-9]$" {{
+  $HTTP["url"] =^ "/lan2/" {{ url.access-deny = ( "" ) }}
 }}
 $SERVER["socket"] == "127.0.0.1:PORT2" {{ }}
 $SERVER["socket"] != "127.0.0.1:PORT2" {{
@@ -775,7 +779,12 @@ $SERVER["socket"] != "127.0.0.1:PORT2" {{
     );
     let mut requests = Vec::new();
     for host in ["intranet.example", "other.example"] {
-        for path in ["/index.html", "/admin/index.html", "/lan/index.html"] {
+        for path in [
+            "/index.html",
+            "/admin/index.html",
+            "/lan/index.html",
+            "/lan2/index.html",
+        ] {
             requests.push((host, path));
         }
     }

@@ -178,6 +178,29 @@ set = { "X-Rule" = "lookahead" }
     assert_eq!(r.header("cache-control"), Some("max-age=3600"));
 }
 
+/// `client-regex` tests the client address as text (lighttpd's
+/// `$HTTP["remoteip"] =~`).
+#[test]
+fn client_regex_matcher_tests_the_address_text() {
+    let extra = r#"
+[[vhost.rule]]
+match = { all = [{ path-prefix = "/a/" }, { client-regex = "^127\\.0\\.0\\.[0-9]$" }] }
+[vhost.rule.access]
+rules = [{ deny = "all" }]
+
+[[vhost.rule]]
+match = { all = [{ path-prefix = "/b/" }, { client-regex = "^10\\." }] }
+[vhost.rule.access]
+rules = [{ deny = "all" }]
+"#;
+    let s = Server::site("\"access\", \"static-file\"", extra, |d| {
+        d.write("www/a/x.txt", "a");
+        d.write("www/b/x.txt", "b");
+    });
+    assert_eq!(s.get("/a/x.txt").status, 403);
+    assert_eq!(s.get("/b/x.txt").status, 200);
+}
+
 /// The `host` matcher sees the host as vhost selection does: from an
 /// absolute-form target before `Host`, lower-cased, without a trailing dot
 /// or the default port (lighttpd `$HTTP["host"]`); a `header` test of `Host`

@@ -44,6 +44,12 @@ pub enum MatchSpec {
     /// IPv6 (`"10.0.0.0/8"`, `"::1"`; lighttpd `$HTTP["remoteip"]`, Cherokee
     /// `from`). IPv4-mapped IPv6 peers compare as IPv4.
     Client(Vec<String>),
+    /// The client address, as text (`192.0.2.1`, `2001:db8::1`; IPv4-mapped
+    /// IPv6 peers as IPv4), matches this regular expression: lighttpd's
+    /// `$HTTP["remoteip"] =~`, which tests the text, for the patterns that
+    /// are no list of ranges (`^10\.0\.0\.[5-9]$`). The same address as
+    /// `client` (after `trusted-proxies`).
+    ClientRegex(String),
     /// The request method is one of these (case-sensitive, RFC 9110 §9.1;
     /// Cherokee `method`).
     Method(Vec<String>),
@@ -131,6 +137,8 @@ pub enum Matcher {
     Not(Box<Matcher>),
     /// See [`MatchSpec::Client`].
     Client(Box<[IpNet]>),
+    /// See [`MatchSpec::ClientRegex`].
+    ClientRegex(Regex),
     /// See [`MatchSpec::Method`].
     Method(Box<[actix_web::http::Method]>),
     /// See [`MatchSpec::Header`].
@@ -220,6 +228,7 @@ impl Matcher {
                         .collect::<Result<_, _>>()?,
                 )
             }
+            MatchSpec::ClientRegex(r) => Matcher::ClientRegex(compile_regex("client-regex", r)?),
             MatchSpec::Method(list) => {
                 if list.is_empty() {
                     return Err(("method".into(), "the list is empty".into()));
@@ -301,6 +310,14 @@ impl Matcher {
                 let ip = canonical_ip(a.ip());
                 nets.iter().any(|n| n.contains(&ip))
             })),
+            Matcher::ClientRegex(re) => {
+                leaf(input.req.and_then(|r| r.peer_addr()).is_some_and(|a| {
+                    let mut text = crate::realip::IpText::default();
+                    let ip = text.format(canonical_ip(a.ip()));
+                    // an address's text is ASCII
+                    std::str::from_utf8(ip).is_ok_and(|s| re.is_match(s).unwrap_or(false))
+                }))
+            }
             Matcher::Method(ms) => leaf(input.req.is_some_and(|r| ms.contains(r.method()))),
             Matcher::Header(name, re) => leaf(input.req.is_some_and(|r| {
                 let mut values = r.headers().get_all(name).peekable();
@@ -366,6 +383,7 @@ impl Matcher {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            Matcher::ClientRegex(r) => format!("client-regex = {}", q(r.as_str())),
             Matcher::Method(m) => format!(
                 "method = [{}]",
                 m.iter()

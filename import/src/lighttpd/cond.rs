@@ -139,13 +139,6 @@ fn const_test(op: CondOp, v: &str, actual: &str) -> Cond {
     }
 }
 
-/// Reports a test that could not be imported (`why`): its block never
-/// applies. A restriction the block holds is then reported as lifted
-/// ([`Report::weaker`], by the translation, which knows the block).
-fn not_imported(report: &mut Report, rc: &RawCond, what: &str, why: &str) {
-    report.dropped(&rc.src, what, format!("{why}; the block never applies"));
-}
-
 /// Turns a regular expression over the client address, as written in real
 /// configurations (`^127\.0\.0\.1$|^::1$`, `^192\.168\.`, and the grouped
 /// `^(127\.0\.0\.1|10\.0\.0\.5)$`), into addresses and CIDR ranges; `None`
@@ -333,14 +326,26 @@ impl Tr<'_> {
                         );
                         wrap(Cond::Match(V::tab1("client", V::strs(l))))
                     }
+                    // any other test: on the address's text, as lighttpd
+                    // makes it (`^10\.0\.0\.[5-9]$`, `=^ "10.0."`)
                     _ => {
-                        not_imported(
-                            report,
-                            rc,
+                        let r = match rc.op {
+                            CondOp::Eq | CondOp::Ne => format!("^{}$", fancy_regex::escape(v)),
+                            CondOp::Prefix => format!("^{}", fancy_regex::escape(v)),
+                            CondOp::Suffix => format!("{}$", fancy_regex::escape(v)),
+                            CondOp::Re | CondOp::NotRe => {
+                                if !regex_usable(v, report, &rc.src, &what) {
+                                    return Cond::False;
+                                }
+                                v.to_owned()
+                            }
+                        };
+                        report.translated(
+                            &rc.src,
                             &what,
-                            "only addresses, CIDR ranges and anchored alternations of them (^127\\.0\\.0\\.1$|^::1$) can be matched",
+                            format!("rule match = {{ client-regex = {r:?} }} (the address as text, as lighttpd tests it)"),
                         );
-                        Cond::False
+                        wrap(Cond::Match(V::tab1("client-regex", V::s(r))))
                     }
                 }
             }
@@ -481,7 +486,12 @@ impl Tr<'_> {
                 wrap(Cond::Match(V::tab1("socket", V::s(addr))))
             }
             _ => {
-                not_imported(report, rc, &what, "this condition is not supported");
+                // (a restriction in its block is reported lifted: translate)
+                report.dropped(
+                    &rc.src,
+                    &what,
+                    "this condition is not supported; the block never applies",
+                );
                 Cond::False
             }
         }
@@ -578,6 +588,26 @@ mod tests {
         assert_eq!(remoteip_regex(r"^(10\.(1|2)\.)$"), None);
     }
 
+    /// A remoteip test that is no list of ranges tests the address's text,
+    /// as lighttpd does, instead of being dropped.
+    #[test]
+    fn other_remote_ip_tests_match_the_address_text() {
+        let (t, r) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_access\" )\n",
+            "$HTTP[\"remoteip\"] =~ \"^10\\.0\\.0\\.[5-9]$\" { url.access-deny = ( \".a\" ) }\n",
+            "$HTTP[\"remoteip\"] !~ \"^10\\.(1|2)\\.\" { url.access-deny = ( \".b\" ) }\n",
+            "$HTTP[\"remoteip\"] =^ \"10.0.\" { url.access-deny = ( \".c\" ) }\n",
+        ));
+        assert!(t.contains(r#"client-regex = '^10\.0\.0\.[5-9]$'"#), "{t}");
+        assert!(
+            t.contains(r#"not = { client-regex = '^10\.(1|2)\.' }"#),
+            "{t}"
+        );
+        assert!(t.contains(r#"client-regex = '^10\.0\.'"#), "{t}");
+        assert!(!r.entries.iter().any(|e| e.is_weaker()), "{r}");
+    }
+
     /// A restriction under a test that cannot be imported (negated or not,
     /// in the block or an enclosing one) is reported as lifted, `WEAKER`;
     /// other settings under such a test are not.
@@ -586,12 +616,12 @@ mod tests {
         let (_, r) = imp(concat!(
             "server.document-root = \"/srv\"\n",
             "server.modules = ( \"mod_access\", \"mod_auth\", \"mod_setenv\" )\n",
-            "$HTTP[\"remoteip\"] !~ \"^10\\.(1|2)\\.\" { url.access-deny = ( \"\" ) }\n",
-            "$HTTP[\"remoteip\"] =~ \"^10\\.0\\.0\\.[5-9]$\" { url.access-deny = ( \"\" ) }\n",
+            "$HTTP[\"remoteip\"] !~ \"^10\\.\\Z\" { url.access-deny = ( \"\" ) }\n",
+            "$SERVER[\"socket\"] =~ \":8080$\" { url.access-deny = ( \"\" ) }\n",
             "$HTTP[\"url\"] !~ \"^/public/\\Z\" {\n",
             "  $HTTP[\"url\"] =^ \"/admin/\" { auth.require = ( \"\" => ( \"method\" => \"basic\", \"realm\" => \"x\", \"require\" => \"valid-user\" ) ) }\n",
             "}\n",
-            "$SERVER[\"socket\"] =~ \":8080$\" { setenv.add-response-header = ( \"X-A\" => \"1\" ) }\n",
+            "$SERVER[\"socket\"] =~ \":8081$\" { setenv.add-response-header = ( \"X-A\" => \"1\" ) }\n",
         ));
         let weaker: Vec<_> = r.entries.iter().filter(|e| e.is_weaker()).collect();
         assert_eq!(weaker.len(), 3, "{r}");
