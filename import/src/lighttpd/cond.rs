@@ -230,6 +230,23 @@ impl Tr<'_> {
         let v = rc.value.as_str();
         match (rc.field.as_str(), rc.key.to_ascii_lowercase().as_str()) {
             ("HTTP", "host") => {
+                // no host at all (HTTP/1.0 without Host): no vhost has that
+                // name, so the test is checked per request
+                let empty = match rc.op {
+                    CondOp::Eq | CondOp::Ne => v.is_empty(),
+                    CondOp::Re => {
+                        simplified_regex(v).is_some_and(|(op, l)| op == CondOp::Eq && l.is_empty())
+                    }
+                    _ => false,
+                };
+                if empty {
+                    report.translated(
+                        &rc.src,
+                        &what,
+                        "rule match = { host = \"^$\" } (a request without a host)",
+                    );
+                    return wrap(Cond::Match(V::tab1("host", V::s("^$"))));
+                }
                 let lower = v.to_ascii_lowercase();
                 let test = match rc.op {
                     CondOp::Eq | CondOp::Ne => HostTest::Exact(lower),
@@ -586,6 +603,20 @@ mod tests {
             Some(vec!["10.0.0.0/8".to_owned(), "192.168.0.0/16".to_owned()])
         );
         assert_eq!(remoteip_regex(r"^(10\.(1|2)\.)$"), None);
+    }
+
+    /// A test for no host at all is a `host` match on the empty host, not a
+    /// vhost named `""` (which `-t` refuses).
+    #[test]
+    fn an_empty_host_test_is_a_host_match() {
+        let (t, _) = imp(concat!(
+            "server.document-root = \"/srv\"\n",
+            "server.modules = ( \"mod_access\" )\n",
+            "$HTTP[\"host\"] == \"\" { url.access-deny = ( \".a\" ) }\n",
+            "$HTTP[\"host\"] =~ \"^$\" { url.access-deny = ( \".b\" ) }\n",
+        ));
+        assert!(!t.contains("server-names = [\"\"]"), "{t}");
+        assert_eq!(t.matches("host = \"^$\"").count(), 2, "{t}");
     }
 
     /// A remoteip test that is no list of ranges tests the address's text,
