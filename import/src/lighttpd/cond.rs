@@ -194,12 +194,13 @@ impl Tr<'_> {
         if let Some(c) = self.cond_cache.get(&key) {
             return c.clone();
         }
-        let before = report.entries.len();
         let c = self.translate_cond(rc, report);
-        // a test reported dropped: decided by what it could not be
-        if report.entries[before..]
+        // a test reported dropped: decided by what it could not be (the
+        // whole report is searched: an identical entry is not repeated)
+        if report
+            .entries
             .iter()
-            .any(|e| e.outcome == crate::Outcome::Dropped && e.what == key.1)
+            .any(|e| e.outcome == crate::Outcome::Dropped && e.src == rc.src && e.what == key.1)
         {
             self.unimported.insert(key.clone());
         }

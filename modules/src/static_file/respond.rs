@@ -193,9 +193,9 @@ pub(super) fn respond(
     }
     let ctype = info.content_type.clone();
     // the body goes out for GET, and for any method but HEAD when whole
-    let is_get = cx.method() == Method::GET || (whole && cx.method() != Method::HEAD);
+    let with_body = cx.method() == Method::GET || (whole && cx.method() != Method::HEAD);
     let ranges = match headers.get(header::RANGE) {
-        Some(v) if !whole && is_get && conditional::if_range(headers, cmp_tag, lm) => {
+        Some(v) if !whole && with_body && conditional::if_range(headers, cmp_tag, lm) => {
             range::parse(v.to_str().unwrap_or(""), size)
         }
         _ => RangeRequest::Ignore,
@@ -261,7 +261,7 @@ pub(super) fn respond(
             r
         }
         RangeRequest::Ignore => {
-            let mut r = if !is_get {
+            let mut r = if !with_body {
                 HttpResponse::Ok().body(HeadBody(size))
             } else {
                 match source {
