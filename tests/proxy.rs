@@ -702,6 +702,52 @@ fn a_websocket_echo_passes_through() {
 }
 
 #[test]
+fn upstream_fields_in_every_allowed_form_pass_on_both_paths() {
+    // the engine without response-phase modules gets the fields as lines
+    // (no header map); with `headers` the map path: both give the same
+    // fields, the upstream's Server replaced, one Date, nothing hop-by-hop
+    let app = App::start("a");
+    let lines = proxy_server(&[app.addr()], "", "");
+    let map = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"headers\", \"proxy\"]\n[vhost.headers]\nset = {{ \"X-Map\" = \"1\" }}\n[vhost.proxy]\nupstream = \"app\"\nmap-path = {{ \"/api/\" = \"/\" }}\n",
+            app.addr()
+        ),
+        |d| {
+            d.mkdir("www");
+        },
+    );
+    for (s, name) in [(&lines, "lines"), (&map, "map")] {
+        for lf in ["", "?lf=1"] {
+            let mut c = TcpStream::connect(s.addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let req = format!("GET /api/odd-fields{lf} HTTP/1.1\r\nHost: site.test\r\n\r\n");
+            c.write_all(req.as_bytes()).unwrap();
+            let (line, r) = crate::engine::read_response_line(&mut c);
+            let at = format!("{name}{lf}: {line} {:?}", r.headers);
+            assert!(line.starts_with("HTTP/1.1 200"), "{at}");
+            assert_eq!(r.text(), "ok", "{at}");
+            assert_eq!(r.header("x-tight"), Some("tight"), "{at}");
+            assert_eq!(r.header("x-padded"), Some("padded value"), "{at}");
+            assert_eq!(r.header("x-empty"), Some(""), "{at}");
+            assert_eq!(r.header("x-mixed"), Some("Case"), "{at}");
+            let all = |n: &str| r.header_all(n);
+            assert_eq!(all("set-cookie"), ["a=1", "b=2"], "{at}");
+            assert_eq!(all("server"), ["tessera"], "{at}");
+            assert_eq!(all("date"), ["Thu, 01 Jan 2026 00:00:00 GMT"], "{at}");
+            assert_eq!(all("content-length"), ["2"], "{at}");
+            for gone in ["x-named", "keep-alive", "connection"] {
+                assert!(all(gone).is_empty(), "{gone} passed: {at}");
+            }
+            // the connection is still in step
+            c.write_all(b"GET /api/name HTTP/1.1\r\nHost: site.test\r\n\r\n")
+                .unwrap();
+            assert_eq!(read_response(&mut c).text(), "a", "{at}");
+        }
+    }
+}
+
+#[test]
 fn an_upstream_response_with_invalid_framing_is_502() {
     // RFC 9112 §6.3 items 4 and 5: a Content-Length list or sign, or a
     // transfer coding other than chunked alone, is never passed on

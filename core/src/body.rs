@@ -118,15 +118,24 @@ impl SendFile {
     }
 }
 
-/// Header field lines built once per cached file, `name: value\r\n` each
-/// (lowercase names): static-file's Content-Type, Accept-Ranges, ETag and
-/// Last-Modified, put in a full response's extensions instead of four
-/// fields in its map when [`crate::Ctx::prebuilt_fields_ok`] allows it.
-/// Tessera's HTTP/1.1 engine writes them after the map's fields (issue 12:
-/// "cached small files keep a prebuilt head block"; h2o and nginx's
-/// open-file cache keep such values formatted, not the lines).
+/// Header field lines, `name: value\r\n` each, put in a response's
+/// extensions instead of fields in its map when
+/// [`crate::Ctx::prebuilt_fields_ok`] allows it (Tessera's HTTP/1.1 engine,
+/// no response-phase module). The engine writes them after the map's fields.
+///
+/// - static-file builds Content-Type, Accept-Ranges, ETag and Last-Modified
+///   once per cached file (issue 12: "cached small files keep a prebuilt
+///   head block"; h2o and nginx's open-file cache keep such values
+///   formatted, not the lines);
+/// - proxy passes the upstream's end-to-end fields on as they came (nginx
+///   copies them without building a table either), with their names' case.
 #[derive(Debug, Clone)]
-pub struct PrebuiltFields(pub Bytes);
+pub struct PrebuiltFields {
+    /// The lines, each ending in CRLF.
+    pub lines: Bytes,
+    /// The lines hold a `Date` field: the engine adds none.
+    pub date: bool,
+}
 
 static ENGINE_SERVES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -10,6 +10,9 @@ serves until killed. Paths:
   /health         200, or 503 when NAME starts with "sick"
   /ws             a WebSocket (RFC 6455) that echoes text frames
   /early          103 Early Hints, then 200 "final"
+  /odd-fields?lf=1  fields in every form RFC 9112 allows (no space after the
+                  colon, trailing spaces, an empty value, mixed case, a
+                  repeated field, Server and Date); lf=1: bare-LF line ends
   /switch         101 Switching Protocols though nobody asked
 When NAME starts with "rude", a connection's second request gets no answer:
 the connection closes (a kept-alive connection the server dropped).
@@ -103,6 +106,14 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/early":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x.css>; rel=preload\r\n\r\n")
             self.send(200, b"final")
+        elif url.path == "/odd-fields":
+            eol = b"\n" if q.get("lf") else b"\r\n"
+            lines = [b"HTTP/1.1 200 OK", b"server: upstream/1", b"X-Tight:tight",
+                     b"X-Padded:   padded value   ", b"X-Empty:", b"Content-Length: 2",
+                     b"x-MiXeD: Case", b"Connection: keep-alive, X-Named",
+                     b"X-Named: must-not-pass", b"Set-Cookie: a=1", b"DATE: Thu, 01 Jan 2026 00:00:00 GMT",
+                     b"Set-Cookie: b=2", b"Keep-Alive: timeout=5"]
+            self.wfile.write(eol.join(lines) + eol + eol + b"ok")
         elif url.path == "/switch":
             self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: upgrade\r\n\r\n")
             self.wfile.flush()

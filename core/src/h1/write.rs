@@ -271,7 +271,8 @@ pub(super) async fn write_response(
         w.put_slice(b"\r\n");
     }
     if let Some(p) = res.extensions().get::<crate::body::PrebuiltFields>() {
-        w.put_slice(&p.0);
+        w.put_slice(&p.lines);
+        has_date |= p.date;
     }
     if !has_date {
         w.put_slice(b"date: ");

@@ -181,6 +181,9 @@ impl Pool {
         self: &Rc<Self>,
         resolved: Option<std::net::SocketAddr>,
     ) -> Result<Lease, LeaseError> {
+        if let Some(l) = self.lease_idle() {
+            return Ok(l);
+        }
         // the exchange's timeouts (connect, send, read) then wake no one
         crate::timer_floor::touch();
         // the clock is read only when the pool is full
@@ -225,6 +228,15 @@ impl Pool {
             pool: self.clone(),
             reused: false,
         })
+    }
+
+    /// An idle connection, at once, if one is young enough and still quiet
+    /// (see [`Pool::lease`]); `None`: [`Pool::lease`] connects or waits. A
+    /// caller that tries this first need not keep `lease`'s larger future
+    /// (a connect, a wait at `max-connections`) for the usual request.
+    pub fn lease_idle(self: &Rc<Self>) -> Option<Lease> {
+        crate::timer_floor::touch();
+        self.reuse()
     }
 
     /// An idle connection that is young enough and still quiet; stale ones

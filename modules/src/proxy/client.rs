@@ -8,7 +8,8 @@
 //! if it were complete, and can neither cap nor count idle connections:
 //! the request head is encoded straight from the header map (no URI to
 //! parse, no fields added), and the response head is parsed with httparse
-//! into the header map the client gets. The response body (Content-Length,
+//! into the header map the client gets, or, where the engine writes them
+//! and no module reads them, into lines rewritten in place over the head. The response body (Content-Length,
 //! chunked with the engine's own decoder, or delimited by the close) streams
 //! to the client and gives its connection back to the pool once complete; a
 //! body cut short is an error, never a clean end.
@@ -21,9 +22,10 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_core::Stream;
 use std::future::Future;
-use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderName};
+use tessera_core::actix_web::http::header::{HeaderMap, HeaderName};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
+use tessera_core::body::PrebuiltFields;
 use tessera_core::h1::chunked::Decoder;
 use tessera_core::request_body::RequestBody;
 use tessera_core::upstream::pool::{Lease, LeaseError, Pool};
@@ -32,6 +34,10 @@ use tokio::io::AsyncWriteExt;
 /// The largest response head read, bytes (nginx `proxy_buffer_size` is 4
 /// or 8 KiB; lighttpd allows 64 KiB).
 const MAX_HEAD: usize = 64 * 1024;
+/// The first read's buffer, bytes: a head and a small body. At most glibc's
+/// per-thread cache size (1032 bytes), whose allocations cost a tenth of
+/// larger ones; a larger body is read 16 KiB at a time.
+const HEAD_BUF: usize = 1024;
 /// Response header fields parsed at most.
 const MAX_FIELDS: usize = 128;
 
@@ -103,39 +109,58 @@ pub(super) struct Response {
     pub head: HttpResponse,
     /// The announced length (Content-Length), when there is one.
     pub length: Option<u64>,
+    /// The end-to-end fields as lines for the engine to write as they are,
+    /// when the exchange was asked for them (`lines`): then `head` holds
+    /// none of them.
+    pub lines: Option<PrebuiltFields>,
     pub body: Body,
 }
 
 /// One exchange: `head` (the request head, encoded) and the body, on a
 /// connection of `pool`. `head_only`: the request was HEAD (the response has
-/// no body whatever its fields say).
+/// no body whatever its fields say). `lines`: the response's end-to-end
+/// fields may come back as prebuilt lines ([`Ctx::prebuilt_fields_ok`]:
+/// Tessera's engine writes them, and no response-phase module reads them)
+/// instead of entries of the response's map.
+///
+/// [`Ctx::prebuilt_fields_ok`]: tessera_core::Ctx::prebuilt_fields_ok
 pub(super) async fn exchange(
     pool: &Rc<Pool>,
     tcp: Option<std::net::SocketAddr>,
     head: &[u8],
     body: Option<(RequestBody, Option<u64>)>,
     head_only: bool,
+    lines: bool,
 ) -> Result<Response, Failure> {
     let limits = pool.limits();
-    let mut lease = pool.lease(tcp).await?;
+    // the usual request reuses an idle connection and sends no body: the
+    // connect and the body's loop are boxed futures, so that this one stays
+    // small (its box is allocated per request)
+    let mut lease = match pool.lease_idle() {
+        Some(l) => l,
+        None => Box::pin(pool.lease(tcp)).await?,
+    };
     let reused = lease.reused();
     // a write to a connection the server closed may still succeed; its
     // failure shows when the answer does not come (a dropped lease is closed)
-    let sent = send_request(lease.conn(), head, body, limits.send).await;
+    let sent = match body {
+        None => write(lease.conn(), head, limits.send).await,
+        body => Box::pin(send_request(lease.conn(), head, body, limits.send)).await,
+    };
     if let Err(e) = sent {
         return Err(match e {
             Failure::Send(_) if reused => Failure::Stale,
             e => e,
         });
     }
-    let mut buf = BytesMut::with_capacity(4096);
+    let mut buf = BytesMut::with_capacity(HEAD_BUF);
     let mut out = HttpResponse::new(StatusCode::OK);
     let parsed = tokio::time::timeout(
         limits.read,
-        read_head(lease.conn(), &mut buf, out.headers_mut()),
+        read_head(lease.conn(), &mut buf, out.headers_mut(), lines),
     )
     .await;
-    let head = match parsed {
+    let mut head = match parsed {
         Ok(Ok(h)) => h,
         Ok(Err(Failure::BadResponse(_))) if reused && buf.is_empty() => {
             return Err(Failure::Stale);
@@ -189,6 +214,7 @@ pub(super) async fn exchange(
         status,
         head: out,
         length: if chunked { None } else { length },
+        lines: head.lines.take(),
         body,
     })
 }
@@ -269,16 +295,20 @@ struct Head {
     chunked: Result<bool, ()>,
     /// `Connection: close`.
     close: bool,
+    /// The end-to-end fields as lines, when asked for and possible.
+    lines: Option<PrebuiltFields>,
 }
 
 /// Reads until a final (non-1xx, or 101) response head parses, takes it off
 /// `buf`, and appends its end-to-end fields to `h` (the values share its
-/// bytes): hop-by-hop fields and those its `Connection` names (RFC 9110
-/// §7.6.1) are never added.
+/// bytes), or with `lines` returns them as lines in [`Head::lines`]:
+/// hop-by-hop fields and those its `Connection` names (RFC 9110 §7.6.1) are
+/// left out, and `Server` (Tessera sets its own, as nginx does).
 async fn read_head(
     conn: &mut Conn,
     buf: &mut BytesMut,
     h: &mut HeaderMap,
+    lines: bool,
 ) -> Result<Head, Failure> {
     use tokio::io::AsyncReadExt;
     loop {
@@ -314,66 +344,95 @@ async fn read_head(
                         length: Ok(None),
                         chunked: Ok(false),
                         close: false,
+                        lines: None,
                     };
-                    // one pass: each name is converted once, the framing and
-                    // connection fields are found by name (a standard name
-                    // compares at once), and what Connection names is left
-                    // out after the pass (it may come later in the head)
+                    // one pass: the framing and connection fields are found
+                    // by their names' bytes (no name is converted for a field
+                    // left out), and what Connection names is left out after
+                    // the pass (it may come later in the head)
                     let mut named: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
                     let mut lengths = 0;
                     let mut codings = 0;
-                    // values as slices of the head's bytes below (shared, not
-                    // copied)
+                    let mut date = false;
+                    // offsets in the head's bytes: name, value start, value end
                     let base = buf.as_ptr() as usize;
-                    let mut fields: smallvec::SmallVec<[(HeaderName, usize, usize); 16]> =
+                    let at = |p: &[u8]| (p.as_ptr() as usize).wrapping_sub(base);
+                    let mut fields: smallvec::SmallVec<[Kept; 16]> =
                         smallvec::SmallVec::with_capacity(res.headers.len());
                     for f in res.headers.iter() {
-                        let name = HeaderName::from_bytes(f.name.as_bytes())
-                            .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
-                        if name == header::CONTENT_LENGTH {
-                            lengths += 1;
-                            head.length = tessera_core::h1::head::content_length(f.value)
-                                .map(Some)
-                                .ok_or(());
-                        } else if name == header::TRANSFER_ENCODING {
-                            for c in list(f.value) {
-                                codings += 1;
-                                head.chunked = if codings == 1 && c.eq_ignore_ascii_case(b"chunked")
-                                {
-                                    Ok(true)
-                                } else {
-                                    Err(())
-                                };
+                        match kind(f.name.as_bytes()) {
+                            Kind::ContentLength => {
+                                lengths += 1;
+                                head.length = tessera_core::h1::head::content_length(f.value)
+                                    .map(Some)
+                                    .ok_or(());
+                                continue;
                             }
-                        } else if name == header::CONNECTION {
-                            for t in list(f.value) {
-                                if t.eq_ignore_ascii_case(b"close") {
-                                    head.close = true;
-                                } else if !t.eq_ignore_ascii_case(b"keep-alive") {
-                                    named.push(t);
+                            Kind::TransferEncoding => {
+                                for c in list(f.value) {
+                                    codings += 1;
+                                    head.chunked =
+                                        if codings == 1 && c.eq_ignore_ascii_case(b"chunked") {
+                                            Ok(true)
+                                        } else {
+                                            Err(())
+                                        };
                                 }
+                                continue;
                             }
+                            Kind::Connection => {
+                                for t in list(f.value) {
+                                    if t.eq_ignore_ascii_case(b"close") {
+                                        head.close = true;
+                                    } else if !t.eq_ignore_ascii_case(b"keep-alive") {
+                                        named.push(t);
+                                    }
+                                }
+                                continue;
+                            }
+                            Kind::HopByHop | Kind::Server => continue,
+                            Kind::Date => date = true,
+                            Kind::Other => {}
                         }
-                        if super::forward::is_hop_by_hop(&name) {
-                            continue;
-                        }
-                        let at = f.value.as_ptr() as usize - base;
-                        fields.push((name, at, at + f.value.len()));
+                        // an empty value need not lie in the head's bytes
+                        let value = if f.value.is_empty() {
+                            at(f.name.as_bytes()) + f.name.len()
+                                ..at(f.name.as_bytes()) + f.name.len()
+                        } else {
+                            at(f.value)..at(f.value) + f.value.len()
+                        };
+                        fields.push(Kept {
+                            name: at(f.name.as_bytes()),
+                            name_len: f.name.len(),
+                            value,
+                        });
                     }
                     if lengths > 1 {
                         return Err(Failure::BadResponse("more than one Content-Length"));
                     }
                     if !named.is_empty() {
-                        fields.retain(|(name, _, _)| {
-                            !named
-                                .iter()
-                                .any(|t| t.eq_ignore_ascii_case(name.as_str().as_bytes()))
+                        fields.retain(|k| {
+                            let name = &buf[k.name..k.name + k.name_len];
+                            !named.iter().any(|t| t.eq_ignore_ascii_case(name))
                         });
                     }
                     drop(named);
+                    if lines {
+                        if let Some(m) = compact(&mut buf[..n], &fields) {
+                            let mut taken = buf.split_to(n);
+                            taken.truncate(m);
+                            head.lines = Some(PrebuiltFields {
+                                lines: taken.freeze(),
+                                date,
+                            });
+                            return Ok(head);
+                        }
+                    }
                     let shared = buf.split_to(n).freeze();
-                    for (name, from, to) in fields.drain(..) {
-                        let value = tessera_core::h1::head::parsed_value(shared.slice(from..to));
+                    for k in fields.drain(..) {
+                        let name = HeaderName::from_bytes(&shared[k.name..k.name + k.name_len])
+                            .map_err(|_| Failure::BadResponse("a header name is invalid"))?;
+                        let value = tessera_core::h1::head::parsed_value(shared.slice(k.value));
                         h.append(name, value);
                     }
                     return Ok(head);
@@ -403,6 +462,107 @@ fn list(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|t| !t.is_empty())
+}
+
+/// A field of a response head that is passed on: offsets in the head's
+/// bytes.
+struct Kept {
+    name: usize,
+    name_len: usize,
+    value: std::ops::Range<usize>,
+}
+
+/// What a response field is to the proxy, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ContentLength,
+    TransferEncoding,
+    Connection,
+    /// The other hop-by-hop fields of [`super::forward::is_hop_by_hop`].
+    HopByHop,
+    /// `Server`: Tessera's replaces it.
+    Server,
+    Date,
+    Other,
+}
+
+/// The kind of the field named `name` (any case): its length picks the one
+/// or two names it can be, so most names cost one compare.
+fn kind(name: &[u8]) -> Kind {
+    let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
+    match name.len() {
+        2 if is(b"te") => Kind::HopByHop,
+        4 if is(b"date") => Kind::Date,
+        6 if is(b"server") => Kind::Server,
+        7 if is(b"upgrade") || is(b"trailer") => Kind::HopByHop,
+        10 if is(b"connection") => Kind::Connection,
+        10 if is(b"keep-alive") => Kind::HopByHop,
+        14 if is(b"content-length") => Kind::ContentLength,
+        16 if is(b"proxy-connection") => Kind::HopByHop,
+        17 if is(b"transfer-encoding") => Kind::TransferEncoding,
+        18 if is(b"proxy-authenticate") => Kind::HopByHop,
+        _ => Kind::Other,
+    }
+}
+
+/// Rewrites the kept fields of the head in `head` as `name: value\r\n`
+/// lines from its start (over the status line and the fields left out) and
+/// returns their length; `None`, with `head` unchanged, when a line would
+/// overtake bytes not yet moved (a field without the space after its colon
+/// right after a short status line, or bare-LF lines, can be shorter than
+/// the line written).
+fn compact(head: &mut [u8], fields: &[Kept]) -> Option<usize> {
+    // each part moves left (or stays): the name, then the value (written
+    // after ": "), then the next line past this one's end
+    let mut w = 0;
+    for (i, k) in fields.iter().enumerate() {
+        if !k.value.is_empty() && k.value.start < w + k.name_len + 2 {
+            return None;
+        }
+        let next = fields.get(i + 1).map_or(head.len(), |n| n.name);
+        w += k.name_len + 2 + k.value.len() + 2;
+        if w > next {
+            return None;
+        }
+    }
+    // a line already in the form written is moved whole, with the lines
+    // that follow it in the head (one move for a run of kept fields)
+    let mut w = 0;
+    let mut run = 0..0;
+    for k in fields {
+        let sep = k.name + k.name_len;
+        let canonical = k.value.start == sep + 2
+            && head[sep..sep + 2] == *b": "
+            && head.get(k.value.end..k.value.end + 2) == Some(b"\r\n");
+        if canonical {
+            if run.end != k.name {
+                w = flush(head, &mut run, w);
+                run = k.name..k.name;
+            }
+            run.end = k.value.end + 2;
+            continue;
+        }
+        w = flush(head, &mut run, w);
+        head.copy_within(k.name..sep, w);
+        w += k.name_len;
+        head[w..w + 2].copy_from_slice(b": ");
+        w += 2;
+        head.copy_within(k.value.clone(), w);
+        w += k.value.len();
+        head[w..w + 2].copy_from_slice(b"\r\n");
+        w += 2;
+    }
+    Some(flush(head, &mut run, w))
+}
+
+/// Moves the bytes of `run` to `w` and returns where the next line goes.
+fn flush(head: &mut [u8], run: &mut std::ops::Range<usize>, w: usize) -> usize {
+    let len = run.len();
+    if len > 0 {
+        head.copy_within(run.clone(), w);
+        *run = 0..0;
+    }
+    w + len
 }
 
 /// The response body as a stream; the connection goes back to the pool
@@ -537,5 +697,100 @@ impl Stream for Body {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_knows_every_hop_by_hop_name_in_any_case() {
+        use tessera_core::actix_web::http::header::HeaderName;
+        for name in [
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "upgrade",
+            "content-length",
+            "proxy-authenticate",
+        ] {
+            let n = HeaderName::from_static(name);
+            assert!(super::super::forward::is_hop_by_hop(&n), "{name}");
+            assert_ne!(
+                kind(name.to_ascii_uppercase().as_bytes()),
+                Kind::Other,
+                "{name}"
+            );
+        }
+        assert_eq!(kind(b"Server"), Kind::Server);
+        assert_eq!(kind(b"DATE"), Kind::Date);
+        for other in [
+            "etag",
+            "x-te",
+            "content-type",
+            "set-cookie",
+            "upgrade-insecure",
+        ] {
+            assert_eq!(kind(other.as_bytes()), Kind::Other, "{other}");
+        }
+    }
+
+    /// The kept fields of `raw`'s head, as [`read_head`] finds them.
+    fn kept(raw: &[u8]) -> (Vec<Kept>, usize) {
+        let mut slots = [httparse::EMPTY_HEADER; 16];
+        let mut res = httparse::Response::new(&mut slots);
+        let n = match res.parse(raw).unwrap() {
+            httparse::Status::Complete(n) => n,
+            httparse::Status::Partial => panic!("partial"),
+        };
+        let base = raw.as_ptr() as usize;
+        let at = |p: &[u8]| p.as_ptr() as usize - base;
+        let fields = res
+            .headers
+            .iter()
+            .filter(|f| kind(f.name.as_bytes()) == Kind::Other)
+            .map(|f| {
+                let name = at(f.name.as_bytes());
+                let end = name + f.name.len();
+                Kept {
+                    name,
+                    name_len: f.name.len(),
+                    value: if f.value.is_empty() {
+                        end..end
+                    } else {
+                        at(f.value)..at(f.value) + f.value.len()
+                    },
+                }
+            })
+            .collect();
+        (fields, n)
+    }
+
+    #[test]
+    fn compact_writes_the_kept_lines_in_place() {
+        let raw = b"HTTP/1.1 200 OK\r\nServer: x\r\nA: 1\r\nB:2\r\nConnection: close\r\nC:   three  \r\nD:\r\nE: 5\r\nF: 6\r\n\r\nbody";
+        let mut head = raw.to_vec();
+        let (fields, n) = kept(raw);
+        let m = compact(&mut head[..n], &fields).unwrap();
+        assert_eq!(
+            &head[..m],
+            b"A: 1\r\nB: 2\r\nC: three\r\nD: \r\nE: 5\r\nF: 6\r\n"
+        );
+        assert_eq!(&head[n..], b"body");
+    }
+
+    #[test]
+    fn compact_refuses_a_head_whose_lines_would_overtake_it() {
+        // a short status line, then fields without the space and bare LFs:
+        // each line written is longer than the one read
+        let raw = b"HTTP/1.1 200\nA:1\nB:2\nC:3\nD:4\nE:5\nF:6\nG:7\nH:8\n\n";
+        let mut head = raw.to_vec();
+        let (fields, n) = kept(raw);
+        assert_eq!(compact(&mut head[..n], &fields), None);
+        assert_eq!(&head[..], raw, "unchanged");
     }
 }

@@ -257,6 +257,7 @@ impl Inner {
                 &head,
                 body.take().map(|b| (b, length)),
                 head_only,
+                cx.prebuilt_fields_ok(),
             )
             .await;
             let failure = match sent {
@@ -415,10 +416,14 @@ fn respond(res: client::Response) -> HttpResponse {
     use tessera_core::actix_web::body::{BodyStream, BoxBody, SizedStream};
     let client::Response {
         status,
-        head: r,
+        head: mut r,
         length,
+        lines,
         mut body,
     } = res;
+    if let Some(lines) = lines {
+        r.extensions_mut().insert(lines);
+    }
     let body = match length {
         // a body that came whole with its head: sent as bytes, and the
         // connection is back in the pool before the client gets it
@@ -468,7 +473,8 @@ impl Module for Proxy {
 
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         let inner = self.inner.as_ref()?;
-        Some(Box::pin(inner.forward(cx)))
+        let f = inner.forward(cx);
+        Some(Box::pin(f))
     }
 
     /// `upstream "app", server 10.0.0.1:80 (…), GET /users?x=1`: where

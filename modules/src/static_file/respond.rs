@@ -286,7 +286,10 @@ pub(super) fn respond(
                 }
             };
             if let (true, Some(fields), true) = (prebuilt, &info.fields, extra.is_empty()) {
-                r.extensions_mut().insert(PrebuiltFields(fields.clone()));
+                r.extensions_mut().insert(PrebuiltFields {
+                    lines: fields.clone(),
+                    date: false,
+                });
                 return r;
             }
             r.headers_mut().insert(header::CONTENT_TYPE, ctype);
