@@ -432,7 +432,9 @@ impl Answer {
                     return Poll::Ready(Some(Err(AnswerFailed(why))));
                 }
             }
-            if self.buf.capacity() - self.buf.len() < 4096 {
+            // the pooled 1 KiB buffer takes a small answer whole; a larger
+            // one is read 16 KiB at a time once the buffer is nearly full
+            if self.buf.capacity() - self.buf.len() < 512 {
                 self.buf.reserve(16 * 1024);
             }
             let Some(lease) = self.lease.as_mut() else {

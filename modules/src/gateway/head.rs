@@ -48,7 +48,8 @@ impl Head {
         let mut location: Option<&str> = None;
         let mut out = Head {
             status: StatusCode::OK,
-            fields: Vec::new(),
+            // one allocation: a field per line at most
+            fields: Vec::with_capacity(head.iter().filter(|&&b| b == b'\n').count() + 1),
             local_redirect: None,
             sendfile: None,
             accel_redirect: None,

@@ -154,7 +154,7 @@ impl ScriptMap {
         let at = |name: &str, info: &str| Script {
             name: [prefix, name].concat(),
             path_info: info.to_string(),
-            filename: root.join(name.trim_start_matches('/')),
+            filename: join(root, name.trim_start_matches('/')),
         };
         if let Some(mount) = &self.script_name {
             let info = path.strip_prefix(mount.as_str()).unwrap_or(path);
@@ -255,6 +255,15 @@ thread_local! {
 /// `stat` at most once a second per path and worker: a script created or
 /// removed is seen within [`FILE_CHECK_VALID_MS`]. A script that was removed
 /// meanwhile reaches the back end, which answers 404 itself (php-fpm's "File
+
+/// `root` joined with `rel` (relative), allocated once at its final size
+/// (`Path::join` copies `root`, then grows the copy for `rel`).
+fn join(root: &Path, rel: &str) -> PathBuf {
+    let mut p = PathBuf::with_capacity(root.as_os_str().len() + 1 + rel.len());
+    p.push(root);
+    p.push(rel);
+    p
+}
 /// not found.").
 pub fn is_file(path: &Path) -> bool {
     let now = crate::static_file::cache::now_ms();
