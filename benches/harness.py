@@ -26,7 +26,10 @@ serves the same document root on its own port; every front server proxies
 every request to it with keep-alive to it where the server offers it (nginx
 `upstream` + `keepalive 64`, h2o `proxy.reverse.url`, Tessera's `proxy` module
 and an `[[upstream]]`; lighttpd 1.4.69's mod_proxy closes the connection after
-each request whatever its configuration). The answers are checked and
+each request whatever its configuration). nginx sends the client's Host and
+the forwarding fields Tessera sends by default (`proxy_set_header` Host,
+X-Forwarded-For, X-Real-IP, X-Forwarded-Proto, X-Forwarded-Host), so that both
+send the upstream the same request. The answers are checked and
 measured through the front; CPU per request is the front's process tree only.
 The upstream's CPU per request and the connections it accepted per run (from
 its stub_status) are given beside, so that a front that opens a new
@@ -184,11 +187,20 @@ def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_ext
         server 127.0.0.1:{upstream};
         keepalive 64;
     }}"""
+        # the fields a production reverse proxy sends, and Tessera's
+        # `proxy` by default (`host = "client"`, `forwarded =
+        # "x-forwarded"`): both send the upstream the same request (bare
+        # `proxy_pass` sends Host `u` and no forwarding fields)
         loc = """
         location / {
             proxy_pass http://u;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $http_host;
         }"""
     elif not loc:
         loc = "location / { }"
