@@ -106,6 +106,7 @@ fn site(php: &Php) -> Server {
                 "<?php session_start(); $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1; echo $_SESSION['n'];",
             );
             d.write("www/index.php", "<?php echo 'index ran';");
+            d.write("www/app.php/index.php", "<?php echo 'dir index ran';");
             d.write("www/uploads/evil.jpg", "<?php echo 'EXECUTED';");
             d.write("www/plain.txt", "static");
         },
@@ -233,6 +234,28 @@ fn an_upload_named_like_a_script_is_never_executed() {
     assert_eq!(s.get("/missing.php").status, 404);
     // and the image itself is served as a file, not run
     assert_eq!(s.get("/uploads/evil.jpg").text(), "<?php echo 'EXECUTED';");
+}
+
+#[test]
+fn a_directory_named_like_a_script_gets_its_slash_as_under_lighttpd() {
+    let Some(php) = Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let s = site(&php);
+    // the directory app.php/: 301 to add the slash (lighttpd's physical-path
+    // check), not 404 from check-local
+    let r = s.get("/app.php");
+    assert_eq!(r.status, 301, "{}", r.text());
+    assert!(
+        r.header("location")
+            .is_some_and(|l| l.ends_with("/app.php/")),
+        "{:?}",
+        r.headers
+    );
+    // then its index script runs
+    assert_eq!(s.get("/app.php/").text(), "dir index ran");
+    // a missing script is still 404 without calling php
+    assert_eq!(s.get("/app.php/missing.php").status, 404);
 }
 
 #[test]

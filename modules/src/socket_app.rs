@@ -95,6 +95,9 @@ impl<P: Protocol> Module for SocketApp<P> {
 
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         let script = self.scripts.resolve_request(cx)?;
+        if self.scripts.declines(&script) {
+            return None;
+        }
         Some(Box::pin(self.run(cx, script)))
     }
 

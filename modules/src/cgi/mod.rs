@@ -232,6 +232,9 @@ impl Module for Cgi {
 
     fn content_async<'a>(&'a self, cx: &'a mut Ctx<'_>) -> Option<ContentFuture<'a>> {
         let script = self.scripts.resolve_request(cx)?;
+        if self.scripts.declines(&script) {
+            return None;
+        }
         Some(Box::pin(self.run(cx, script)))
     }
 

@@ -206,6 +206,16 @@ impl ScriptMap {
         self.check_local && self.script_name.is_none() && !is_file(&script.filename)
     }
 
+    /// With `check-local`, whether the script path names a directory
+    /// (`/app.php` for the directory `app.php/`): then the back end does not
+    /// take the request, and static-file answers 301 to `/app.php/`, whose
+    /// index script then runs. lighttpd's physical-path check redirects so
+    /// before mod_fastcgi's `check-local` looks (nginx's usual `try_files
+    /// $uri =404` answers 404). Only a missing script is looked at again.
+    pub fn declines(&self, script: &Script) -> bool {
+        script.path_info.is_empty() && self.missing(script) && script.filename.is_dir()
+    }
+
     /// For `tessera explain` (a back end's [`tessera_core::Module::explain`]):
     /// where the request's script would go, `to` naming the back end, or the
     /// 404 `check-local` gives without calling it; `None` when the request
@@ -246,6 +256,15 @@ type FileChecks = (
     usize,
 );
 
+/// `root` joined with `rel` (relative), allocated once at its final size
+/// (`Path::join` copies `root`, then grows the copy for `rel`).
+fn join(root: &Path, rel: &str) -> PathBuf {
+    let mut p = PathBuf::with_capacity(root.as_os_str().len() + 1 + rel.len());
+    p.push(root);
+    p.push(rel);
+    p
+}
+
 thread_local! {
     static FILE_CHECKS: std::cell::RefCell<FileChecks> =
         std::cell::RefCell::new((HashMap::default(), 0));
@@ -255,15 +274,6 @@ thread_local! {
 /// `stat` at most once a second per path and worker: a script created or
 /// removed is seen within [`FILE_CHECK_VALID_MS`]. A script that was removed
 /// meanwhile reaches the back end, which answers 404 itself (php-fpm's "File
-
-/// `root` joined with `rel` (relative), allocated once at its final size
-/// (`Path::join` copies `root`, then grows the copy for `rel`).
-fn join(root: &Path, rel: &str) -> PathBuf {
-    let mut p = PathBuf::with_capacity(root.as_os_str().len() + 1 + rel.len());
-    p.push(root);
-    p.push(rel);
-    p
-}
 /// not found.").
 pub fn is_file(path: &Path) -> bool {
     let now = crate::static_file::cache::now_ms();
