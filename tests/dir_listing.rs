@@ -165,6 +165,33 @@ fn index_file_wins_and_slash_redirect() {
 }
 
 #[test]
+fn a_directory_whose_index_is_excluded_is_403_not_a_listing() {
+    // lighttpd: mod_indexfile picks index.php, mod_staticfile refuses it
+    // (403); a listing would show what the index hides
+    let s = Server::site(
+        MODULES,
+        "[vhost.static-file]\nindex-files = [\"index.php\", \"index.html\"]\nexclude-extensions = [\".php\"]\n",
+        |d| {
+            d.write("www/app/index.php", "<?php echo 'secret';");
+            d.write("www/app/config.inc", "password");
+            d.write("www/open/a.txt", "a");
+            d.write("www/both/index.php", "<?php");
+            d.write("www/both/index.html", "html index");
+        },
+    );
+    let r = s.get("/app/");
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(!r.text().contains("config.inc"), "{}", r.text());
+    assert_eq!(s.get("/app/index.php").status, 404);
+    // a directory without any index is still listed
+    let r = s.get("/open/");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("a.txt"), "{}", r.text());
+    // a servable index is served, as before
+    assert_eq!(s.get("/both/").text(), "html index");
+}
+
+#[test]
 fn head_and_methods() {
     let s = server("");
     let g = s.get("/pub/");

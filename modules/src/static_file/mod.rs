@@ -89,7 +89,10 @@ pub struct StaticFileConfig {
     /// matches each entry as a plain suffix). `".php"` and `"php"` both
     /// exclude `x.php` (`"php"` also `xphp`), `"~"` excludes `notes.txt~`;
     /// `""` excludes every file. An index file whose name ends with one is
-    /// never served either. Each entry is a string without `/`; default none.
+    /// never served either, and a directory where one exists is 403, never
+    /// passed on to a listing (lighttpd's mod_indexfile picks it and
+    /// mod_staticfile refuses it). Each entry is a string without `/`;
+    /// default none.
     #[serde(default)]
     pub exclude_extensions: Vec<String>,
     /// Most paths kept in the open-file cache of this vhost (or rule); `0`
@@ -143,6 +146,9 @@ impl Default for StaticFileConfig {
 pub struct StaticFile {
     root: PathBuf,
     index_files: Vec<String>,
+    /// Index files left out by `exclude-extensions` (`index.php`): one that
+    /// exists makes its directory 403, never a listing.
+    excluded_index: Vec<String>,
     hidden_files: bool,
     symlinks: SymlinkPolicy,
     mime: Arc<MimeTable>,
@@ -182,15 +188,15 @@ impl ModuleDecl for StaticFile {
         }
         // An index file with an excluded suffix is never served either
         // (lighttpd checks the index file's own name too).
-        let index_files: Vec<String> = cfg
+        let (excluded_index, index_files): (Vec<String>, Vec<String>) = cfg
             .index_files
             .iter()
-            .filter(|f| !has_excluded_suffix(f, &cfg.exclude_extensions))
             .cloned()
-            .collect();
+            .partition(|f| has_excluded_suffix(f, &cfg.exclude_extensions));
         Ok(StaticFile {
             root: cx.vhost.document_root.clone(),
             index_files,
+            excluded_index,
             hidden_files: cfg.hidden_files,
             symlinks: cfg.follow_symlinks,
             mime,
@@ -314,6 +320,17 @@ impl Module for StaticFile {
                         _ => {}
                     }
                 }
+                // An index file that exists but is excluded (`index.php`
+                // where no back end took the request): 403, as lighttpd's
+                // mod_indexfile picks it and mod_staticfile refuses it; a
+                // listing of the directory would show what its index hides.
+                if self
+                    .excluded_index
+                    .iter()
+                    .any(|name| std::fs::metadata(full.join(name)).is_ok_and(|m| m.is_file()))
+                {
+                    return Some(error_response(StatusCode::FORBIDDEN));
+                }
                 // No index file: 403 unless a later handler (dir-listing)
                 // answers, as lighttpd and nginx without autoindex do.
                 drop(key);
@@ -356,6 +373,7 @@ impl StaticFile {
         StaticFile {
             root,
             index_files: Vec::new(),
+            excluded_index: Vec::new(),
             hidden_files: true,
             symlinks: cfg.follow_symlinks,
             mime: Arc::new(MimeTable::new([]).expect("no overrides, no errors")),
