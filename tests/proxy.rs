@@ -748,6 +748,26 @@ fn upstream_fields_in_every_allowed_form_pass_on_both_paths() {
 }
 
 #[test]
+fn a_date_the_connection_field_names_is_replaced_and_an_http_1_0_answer_closes() {
+    let app = App::start("a");
+    // no response-phase module: the upstream's fields pass on as lines
+    let s = proxy_server(&[app.addr()], "", "");
+    // `Connection: Date` makes Date hop-by-hop: it is left out, and the
+    // response still gets one (RFC 9110 §6.6.1)
+    let r = s.get("/api/conn-date");
+    assert_eq!(r.text(), "ok");
+    assert_eq!(r.header("x-keep"), Some("1"), "{:?}", r.headers);
+    let dates = r.header_all("date");
+    assert_eq!(dates.len(), 1, "{:?}", r.headers);
+    assert_ne!(dates[0], "Mon, 01 Jan 2001 00:00:00 GMT");
+    // an HTTP/1.0 answer without keep-alive ends its connection (RFC 9112
+    // §9.3), though the upstream left it open: the next request goes on a
+    // new one
+    assert_eq!(s.get("/api/http10").text(), "ok");
+    assert_eq!(s.get("/api/served-here").text(), "0");
+}
+
+#[test]
 fn an_upstream_response_with_invalid_framing_is_502() {
     // RFC 9112 §6.3 items 4 and 5: a Content-Length list or sign, or a
     // transfer coding other than chunked alone, is never passed on

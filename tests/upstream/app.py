@@ -10,6 +10,10 @@ serves until killed. Paths:
   /health         200, or 503 when NAME starts with "sick"
   /ws             a WebSocket (RFC 6455) that echoes text frames
   /early          103 Early Hints, then 200 "final"
+  /http10         an HTTP/1.0 answer without keep-alive (the connection is
+                  left open: a proxy must not reuse it, RFC 9112 §9.3)
+  /served-here    how many requests this connection served before this one
+  /conn-date      Date, and Connection naming it (Date is then hop-by-hop)
   /odd-fields?lf=1  fields in every form RFC 9112 allows (no space after the
                   colon, trailing spaces, an empty value, mixed case, a
                   repeated field, Server and Date); lf=1: bare-LF line ends
@@ -106,6 +110,14 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/early":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x.css>; rel=preload\r\n\r\n")
             self.send(200, b"final")
+        elif url.path == "/http10":
+            self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        elif url.path == "/served-here":
+            body = str(served_here).encode()
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        elif url.path == "/conn-date":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\n"
+                             b"Connection: Date\r\nX-Keep: 1\r\nContent-Length: 2\r\n\r\nok")
         elif url.path == "/odd-fields":
             eol = b"\n" if q.get("lf") else b"\r\n"
             lines = [b"HTTP/1.1 200 OK", b"server: upstream/1", b"X-Tight:tight",

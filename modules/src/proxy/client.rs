@@ -38,6 +38,9 @@ const MAX_HEAD: usize = 64 * 1024;
 /// per-thread cache size (1032 bytes), whose allocations cost a tenth of
 /// larger ones; a larger body is read 16 KiB at a time.
 const HEAD_BUF: usize = 1024;
+/// The longest field name passed on, bytes (the `http` crate's limit,
+/// which the map path meets; a longer one is a bad response on both).
+const MAX_NAME: usize = u16::MAX as usize;
 /// Response header fields parsed at most.
 const MAX_FIELDS: usize = 128;
 
@@ -321,6 +324,10 @@ async fn read_head(
                 .parse_response_with_uninit_headers(&mut res, buf, &mut slots)
             {
                 Ok(httparse::Status::Complete(n)) => {
+                    // a head read whole in one burst may pass the limit
+                    if n > MAX_HEAD {
+                        return Err(Failure::BadResponse("response head too large"));
+                    }
                     let code = res.code.unwrap_or(0);
                     if !(100..=599).contains(&code) {
                         return Err(Failure::BadResponse("status code out of range"));
@@ -351,6 +358,9 @@ async fn read_head(
                     // left out), and what Connection names is left out after
                     // the pass (it may come later in the head)
                     let mut named: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
+                    // HTTP/1.0 closes unless the server says keep-alive
+                    // (RFC 9112 §9.3)
+                    let mut keep_alive = res.version == Some(1);
                     let mut lengths = 0;
                     let mut codings = 0;
                     let mut date = false;
@@ -360,6 +370,10 @@ async fn read_head(
                     let mut fields: smallvec::SmallVec<[Kept; 16]> =
                         smallvec::SmallVec::with_capacity(res.headers.len());
                     for f in res.headers.iter() {
+                        // a name `HeaderName` refuses is refused on both paths
+                        if f.name.len() > MAX_NAME {
+                            return Err(Failure::BadResponse("a header name is too long"));
+                        }
                         match kind(f.name.as_bytes()) {
                             Kind::ContentLength => {
                                 lengths += 1;
@@ -384,7 +398,9 @@ async fn read_head(
                                 for t in list(f.value) {
                                     if t.eq_ignore_ascii_case(b"close") {
                                         head.close = true;
-                                    } else if !t.eq_ignore_ascii_case(b"keep-alive") {
+                                    } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                                        keep_alive = true;
+                                    } else {
                                         named.push(t);
                                     }
                                 }
@@ -410,11 +426,19 @@ async fn read_head(
                     if lengths > 1 {
                         return Err(Failure::BadResponse("more than one Content-Length"));
                     }
+                    if !keep_alive {
+                        head.close = true;
+                    }
                     if !named.is_empty() {
                         fields.retain(|k| {
                             let name = &buf[k.name..k.name + k.name_len];
                             !named.iter().any(|t| t.eq_ignore_ascii_case(name))
                         });
+                        // a Date the Connection field named is left out too
+                        date = date
+                            && fields
+                                .iter()
+                                .any(|k| kind(&buf[k.name..k.name + k.name_len]) == Kind::Date);
                     }
                     drop(named);
                     if lines {
