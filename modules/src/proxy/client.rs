@@ -8,11 +8,12 @@
 //! if it were complete, and can neither cap nor count idle connections:
 //! the request head is encoded straight from the header map (no URI to
 //! parse, no fields added), and the response head is parsed with httparse
-//! into the header map the client gets, or, where the engine writes them
-//! and no module reads them, into lines rewritten in place over the head. The response body (Content-Length,
-//! chunked with the engine's own decoder, or delimited by the close) streams
-//! to the client and gives its connection back to the pool once complete; a
-//! body cut short is an error, never a clean end.
+//! into the header map the client gets, or, where the engine writes the
+//! fields and no module reads them, into lines rewritten in place over the
+//! head. The response body (Content-Length, chunked with the engine's own
+//! decoder, or delimited by the close) streams to the client and gives its
+//! connection back to the pool once complete; a body cut short is an
+//! error, never a clean end.
 
 use std::pin::Pin;
 use std::rc::Rc;
