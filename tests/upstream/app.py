@@ -49,7 +49,10 @@ class Handler(BaseHTTPRequestHandler):
         n = 0
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                line = self.rfile.readline()
+                if not line:
+                    raise ConnectionResetError("the chunked body was cut off")
+                size = int(line.split(b";")[0].strip(), 16)
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass
@@ -202,11 +205,18 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
 
 
+def handle_error(server, request, client_address):
+    # a connection the test (or the proxy) cut on purpose is no error here
+    if not isinstance(sys.exc_info()[1], ConnectionError):
+        type(server).__mro__[1].handle_error(server, request, client_address)
+
+
 if len(sys.argv) > 2:
     import socketserver
 
     class UnixServer(socketserver.ThreadingUnixStreamServer):
         daemon_threads = True
+        handle_error = handle_error
 
         def get_request(self):
             conn, _ = super().get_request()
@@ -215,7 +225,10 @@ if len(sys.argv) > 2:
     server = UnixServer(sys.argv[2], Handler)
     print(0, flush=True)
 else:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    class QuietServer(ThreadingHTTPServer):
+        daemon_threads = True
+        handle_error = handle_error
+
+    server = QuietServer(("127.0.0.1", 0), Handler)
     print(server.server_address[1], flush=True)
 server.serve_forever()
