@@ -182,7 +182,10 @@ fn a_directory_whose_index_is_excluded_is_403_not_a_listing() {
     let r = s.get("/app/");
     assert_eq!(r.status, 403, "{}", r.text());
     assert!(!r.text().contains("config.inc"), "{}", r.text());
-    assert_eq!(s.get("/app/index.php").status, 404);
+    // an excluded file no other module takes is refused, as by lighttpd;
+    // a missing one is not found
+    assert_eq!(s.get("/app/index.php").status, 403);
+    assert_eq!(s.get("/app/missing.php").status, 404);
     // a directory without any index is still listed
     let r = s.get("/open/");
     assert_eq!(r.status, 200);

@@ -549,7 +549,7 @@ fn excluded_extensions_are_never_served_also_as_index_files() {
             d.write("www/app/index.html", "html");
         },
     );
-    assert_eq!(s.get("/index.php").status, 404);
+    assert_eq!(s.get("/index.php").status, 403);
     assert_eq!(s.get("/").status, 403);
     assert_eq!(s.get("/app/").text(), "html");
 }
@@ -567,7 +567,8 @@ fn suffix_files(d: &crate::util::TempDir) {
 
 /// With suffix entries (`"php"`, `".inc"`, `"~"`, as lighttpd's
 /// `static-file.exclude-extensions` takes them), static-file serves none of
-/// those files (it passes them on: the fallback 404 here) and still serves
+/// those files (it passes them on: 403 here, where no module takes them, as
+/// lighttpd refuses them; 404 for one that does not exist) and still serves
 /// `a.html`.
 fn assert_suffixes_excluded(s: &Server) {
     for path in [
@@ -580,9 +581,10 @@ fn assert_suffixes_excluded(s: &Server) {
         "/app/index.php",
     ] {
         let r = s.get(path);
-        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(r.status, 403, "{path}");
         assert!(!r.text().contains("secret"), "{path}: {}", r.text());
     }
+    assert_eq!(s.get("/missing.php").status, 404);
     // index.php is not an index file either: no index, 403.
     assert_eq!(s.get("/app/").status, 403);
     let r = s.get("/a.html");

@@ -88,7 +88,9 @@ pub struct StaticFileConfig {
     /// to the next module (lighttpd `static-file.exclude-extensions`, which
     /// matches each entry as a plain suffix). `".php"` and `"php"` both
     /// exclude `x.php` (`"php"` also `xphp`), `"~"` excludes `notes.txt~`;
-    /// `""` excludes every file. An index file whose name ends with one is
+    /// `""` excludes every file. When no later module answers, such a file
+    /// that exists is 403 (lighttpd's answer), a missing one 404. An index
+    /// file whose name ends with one is
     /// never served either, and a directory where one exists is 403, never
     /// passed on to a listing (lighttpd's mod_indexfile picks it and
     /// mod_staticfile refuses it). Each entry is a string without `/`;
@@ -245,6 +247,13 @@ impl Module for StaticFile {
         if !self.exclude.is_empty() {
             let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
             if has_excluded_suffix(name, &self.exclude) {
+                // passed on; when no later handler answers, a file that
+                // exists is 403, as lighttpd's mod_staticfile refuses it
+                // (a missing one stays 404)
+                let full = cx.document_root().join(path.trim_start_matches('/'));
+                if std::fs::metadata(full).is_ok_and(|m| m.is_file()) {
+                    cx.set_fallback_status(StatusCode::FORBIDDEN);
+                }
                 return None;
             }
         }
