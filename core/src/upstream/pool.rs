@@ -181,9 +181,6 @@ impl Pool {
         self: &Rc<Self>,
         resolved: Option<std::net::SocketAddr>,
     ) -> Result<Lease, LeaseError> {
-        if let Some(l) = self.lease_idle() {
-            return Ok(l);
-        }
         // the exchange's timeouts (connect, send, read) then wake no one
         crate::timer_floor::touch();
         // the clock is read only when the pool is full
