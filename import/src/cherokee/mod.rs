@@ -10,9 +10,10 @@
 //! a final rule resets what it does not set ([`crate::model`]).
 //!
 //! This file holds the entry points, the build placeholders and `Tr`; the
-//! translation is in `translate`, rule matching in `matching`, a rule's
-//! properties in `rules` (the proxy handler in `proxy`, the other back
-//! ends in `backends`), logger templates in `logger`.
+//! translation is in `translate` (the virtual servers in `vserver`), rule
+//! matching in `matching`, a rule's properties in `rules` (the proxy handler
+//! in `proxy`, the other back ends in `backends`), logger templates in
+//! `logger`.
 
 mod backends;
 mod logger;
@@ -23,6 +24,7 @@ mod rules;
 mod test_util;
 mod translate;
 pub mod tree;
+mod vserver;
 
 use std::path::Path;
 
