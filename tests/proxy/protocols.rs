@@ -1,0 +1,112 @@
+//! The PROXY protocol from trusted and untrusted sources, and WebSocket passed through.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::util::{Response, Server};
+
+use super::*;
+
+/// A server whose only listener expects the PROXY protocol, trusting
+/// `trusted`, with `/api/` proxied to `app` and an access log.
+fn proxy_protocol_server(app: &App, trusted: &str) -> Server {
+    proxy_server(
+        &[app.addr()],
+        "",
+        &format!(
+            "http1-engine = \"tessera\"\nlisten-proxy-protocol = [\"127.0.0.1:0\"]\ntrusted-proxies = [\"{trusted}\"]"
+        ),
+    )
+}
+
+fn send_raw(s: &Server, bytes: &[u8]) -> Vec<u8> {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn the_proxy_protocol_gives_the_client_address_from_a_trusted_source() {
+    let app = App::start("a");
+    let s = proxy_protocol_server(&app, "127.0.0.0/8");
+    // version 1
+    let out = send_raw(
+        &s,
+        b"PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\nGET /api/echo HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+    );
+    let r = Response::parse(&out, false);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        upstream_header(&json(&r), "x-forwarded-for"),
+        ["203.0.113.7"]
+    );
+    // version 2, TCP over IPv4: 198.51.100.4:8080 -> 10.0.0.1:80
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    v2.extend_from_slice(&[
+        0x21, 0x11, 0, 12, 198, 51, 100, 4, 10, 0, 0, 1, 0x1f, 0x90, 0, 80,
+    ]);
+    v2.extend_from_slice(
+        b"GET /local.txt HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+    );
+    let r = Response::parse(&send_raw(&s, &v2), false);
+    assert_eq!(r.status, 200);
+    // a connection without the header is closed unanswered
+    assert!(send_raw(&s, b"GET /local.txt HTTP/1.1\r\nHost: site.test\r\n\r\n").is_empty());
+    let dir = s.root().parent().unwrap().to_path_buf();
+    s.stop_keep_dir();
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+    let hosts: Vec<&str> = log.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(hosts, ["203.0.113.7", "198.51.100.4"], "{log}");
+}
+
+#[test]
+fn the_proxy_protocol_from_an_untrusted_source_is_refused() {
+    let app = App::start("a");
+    let s = proxy_protocol_server(&app, "10.0.0.0/8");
+    let out = send_raw(
+        &s,
+        b"PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\nGET /local.txt HTTP/1.1\r\nHost: site.test\r\n\r\n",
+    );
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert!(
+        s.stderr().contains("not in trusted-proxies"),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn a_websocket_echo_passes_through() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "http1-engine = \"tessera\"");
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(
+        b"GET /api/ws HTTP/1.1\r\nHost: site.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let (line, r) = crate::engine::read_response_line(&mut c);
+    assert!(line.starts_with("HTTP/1.1 101"), "{line}");
+    assert_eq!(r.header("upgrade"), Some("websocket"));
+    assert_eq!(r.header("connection"), Some("upgrade"));
+    // RFC 6455 §1.3's example key and accept
+    assert_eq!(
+        r.header("sec-websocket-accept"),
+        Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    );
+    for word in ["hello", "again"] {
+        let mask = [1u8, 2, 3, 4];
+        let mut frame = vec![0x81, 0x80 | word.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(word.bytes().enumerate().map(|(i, x)| x ^ mask[i % 4]));
+        c.write_all(&frame).unwrap();
+        let mut echo = vec![0u8; 2 + word.len()];
+        c.read_exact(&mut echo).unwrap();
+        assert_eq!(&echo[..2], &[0x81, word.len() as u8]);
+        assert_eq!(&echo[2..], word.as_bytes());
+    }
+}

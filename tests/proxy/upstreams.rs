@@ -1,0 +1,276 @@
+//! Upstream servers: refused, slow and dead ones, balancing, unix sockets, health, retries.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::engine::read_response;
+
+use super::*;
+
+/// A port nothing listens on (bound, then closed).
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_refused_upstream_is_502_and_a_slow_one_504() {
+    let s = proxy_server(&[format!("127.0.0.1:{}", dead_port())], "", "");
+    assert_eq!(s.get("/api/name").status, 502);
+    assert!(s.stderr().contains("proxy:"), "{}", s.stderr());
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "read-timeout = 1", "");
+    assert_eq!(s.get("/api/slow?s=5").status, 504);
+    assert_eq!(s.get("/api/name").text(), "a");
+}
+
+/// A listener whose accept queue is full (backlog 0, filled, never
+/// accepted): the kernel drops further SYNs, so a connect to it hangs.
+fn unaccepting_listener() -> (socket2::Socket, Vec<socket2::Socket>, u16) {
+    use socket2::{Domain, Socket, Type};
+    let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    l.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    l.listen(0).unwrap();
+    let addr = l.local_addr().unwrap();
+    let port = addr.as_socket().unwrap().port();
+    let fill = (0..4)
+        .map(|_| {
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+            s.set_nonblocking(true).unwrap();
+            let _ = s.connect(&addr);
+            s
+        })
+        .collect();
+    (l, fill, port)
+}
+
+#[test]
+fn a_connect_timeout_is_504_after_every_server_was_tried() {
+    let (_listener, _fill, port) = unaccepting_listener();
+    let s = proxy_server(&[format!("127.0.0.1:{port}")], "connect-timeout = 1", "");
+    let started = std::time::Instant::now();
+    let r = s.get("/api/name");
+    assert_eq!(r.status, 504, "{}", s.stderr());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(s.stderr().contains("timed out"), "{}", s.stderr());
+}
+
+#[test]
+fn with_one_of_two_upstreams_down_every_request_succeeds() {
+    let app = App::start("b");
+    let s = proxy_server(
+        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
+        "fail-timeout = 60",
+        "",
+    );
+    for _ in 0..10 {
+        let r = s.get("/api/name");
+        assert_eq!((r.status, r.text().as_str()), (200, "b"));
+    }
+    // the status module shows the dead server down, the other up
+    let text = s.get("/server-status").text();
+    let line = |state: &str| {
+        text.lines()
+            .any(|l| l.starts_with("upstream app server ") && l.contains(&format!("state={state}")))
+    };
+    assert!(line("down") && line("up"), "{text}");
+    let prom = s.get("/server-status?format=prometheus").text();
+    assert!(
+        prom.contains(&format!(
+            "tessera_upstream_up{{upstream=\"app\",server=\"{}\"}} 1",
+            app.addr()
+        )),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("tessera_upstream_failures_total{upstream=\"app\""),
+        "{prom}"
+    );
+    // the kept-alive connection to the live server waits idle in the pool
+    assert!(
+        text.lines().any(|l| l.contains(&app.addr())
+            && l.contains("connections-open=1")
+            && l.contains("connections-idle=1")),
+        "{text}"
+    );
+}
+
+/// Every server of a two-server upstream down: 502 at once, without a
+/// connection to either (nginx "no live upstreams"), until `fail-timeout`
+/// passes.
+#[test]
+fn with_every_upstream_down_the_answer_is_502_at_once() {
+    let app = App::start("b");
+    let s = proxy_server(
+        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
+        "balance = \"first\"\nread-timeout = 1\nfail-timeout = 60",
+        "",
+    );
+    // the first is refused, the second times out: both are down
+    assert_eq!(s.get("/api/slow?s=5").status, 504, "{}", s.stderr());
+    // the second is alive again, but down for 60 s: not tried
+    let r = s.get("/api/name");
+    assert_eq!(r.status, 502, "{} {}", r.text(), s.stderr());
+    assert!(s.stderr().contains("no live server"), "{}", s.stderr());
+    let text = s.get("/server-status").text();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&app.addr()) && l.contains("requests=1 ")),
+        "the live server got only the first request: {text}"
+    );
+}
+
+#[test]
+fn round_robin_takes_turns_and_ip_hash_keeps_a_client_on_one_server() {
+    let (a, b) = (App::start("a"), App::start("b"));
+    let s = proxy_server(&[a.addr(), b.addr()], "", "");
+    let names: Vec<String> = (0..4).map(|_| s.get("/api/name").text()).collect();
+    assert_eq!(names, ["a", "b", "a", "b"]);
+    let s = proxy_server(&[a.addr(), b.addr()], "balance = \"ip-hash\"", "");
+    let first = s.get("/api/name").text();
+    for _ in 0..6 {
+        assert_eq!(s.get("/api/name").text(), first);
+    }
+    let s = proxy_server(&[a.addr(), b.addr()], "balance = \"first\"", "");
+    for _ in 0..4 {
+        assert_eq!(s.get("/api/name").text(), "a");
+    }
+}
+
+#[test]
+fn an_upstream_that_dies_mid_response_never_looks_complete() {
+    for path in ["/api/die", "/api/die-chunked"] {
+        let app = App::start("a");
+        let s = proxy_server(&[app.addr()], "", "");
+        let raw = s.raw(format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n").as_bytes());
+        let text = String::from_utf8_lossy(&raw);
+        // actix-http (TLS, or the "actix" engine) may close before it sent
+        // the head; either way the response never looks complete
+        if raw.is_empty() {
+            assert_eq!(
+                std::env::var("TESSERA_SERVER__HTTP1_ENGINE").as_deref(),
+                Ok("actix"),
+                "Tessera's engine sends the head and the bytes it got"
+            );
+            drop(app);
+            continue;
+        }
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        let head_end = text.find("\r\n\r\n").unwrap() + 4;
+        let body = &raw[head_end..];
+        if path == "/api/die" {
+            assert!(body.len() < 1_000_000, "a full body arrived");
+        } else {
+            assert!(!text.ends_with("0\r\n\r\n"), "the chunked body was ended");
+        }
+        // the access log counts the bytes sent, not the announced length
+        let dir = s.root().parent().unwrap().to_path_buf();
+        s.stop_keep_dir();
+        let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+        assert!(
+            log.contains(&format!("\"GET {path} HTTP/1.1\" 200 1000 ")),
+            "{log}"
+        );
+        drop(app);
+    }
+}
+
+#[test]
+fn an_upstream_on_a_unix_socket_is_reached() {
+    let d = crate::util::TempDir::new("unix-upstream");
+    let sock = d.path().join("app.sock");
+    let _app = App::start_on("u", Some(&sock));
+    let s = proxy_server(&[format!("unix:{}", sock.display())], "", "");
+    let r = s.get("/api/echo/over-unix");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(json(&r)["path"], "/echo/over-unix");
+    assert_eq!(json(&r)["name"], "u");
+}
+
+#[test]
+fn an_active_health_check_takes_a_failing_server_out() {
+    let (sick, b) = (App::start("sick"), App::start("b"));
+    let s = proxy_server(
+        &[sick.addr(), b.addr()],
+        "health-check = \"/health\"\nhealth-interval = 1\nmax-fails = 0",
+        "",
+    );
+    // the first check runs at start; wait for it (bounded)
+    let mut down = false;
+    for _ in 0..100 {
+        let text = s.get("/server-status").text();
+        if text.contains(&format!("server {}: state=down", sick.addr())) {
+            down = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(down, "{}", s.get("/server-status").text());
+    for _ in 0..6 {
+        assert_eq!(s.get("/api/name").text(), "b");
+    }
+}
+
+#[test]
+fn a_kept_alive_connection_the_upstream_dropped_is_retried_once() {
+    // one server, which answers one request per connection and then drops it
+    let app = App::start("rude");
+    let s = proxy_server(&[app.addr()], "max-fails = 1", "");
+    for _ in 0..4 {
+        let r = s.get("/api/name");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "rude"),
+            "{}",
+            s.stderr()
+        );
+    }
+}
+
+/// Tessera's own `max-connections` to a server is not the server's failure:
+/// a request that finds every connection busy gets 503, and the server is
+/// not marked down (the next request, once one is free, reaches it). Before,
+/// a few slow or stalled requests could take every server down.
+#[test]
+fn max_connections_reached_is_503_and_never_the_server_s_fault() {
+    let app = App::start("a");
+    let s = proxy_server(
+        &[app.addr()],
+        "max-connections = 1\nmax-fails = 1\nconnect-timeout = 1",
+        "",
+    );
+    let addr = s.addr;
+    let slow = std::thread::spawn(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET /api/slow?s=3 HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_response(&mut c).status
+    });
+    // the slow request holds the only connection (bounded wait, no sleep)
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let prom = s.get("/server-status?format=prometheus").text();
+        if prom.lines().any(|l| {
+            l.starts_with("tessera_upstream_connections_open{") && l.trim_end().ends_with(" 1")
+        }) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{prom}");
+    }
+    let r = s.get("/api/name");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(slow.join().unwrap(), 200);
+    let r = s.get("/api/name");
+    assert_eq!((r.status, r.text().as_str()), (200, "a"), "{}", s.stderr());
+}
