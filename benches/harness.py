@@ -40,6 +40,8 @@ same configuration as "tessera", for an A/B of two builds in one run;
 `--tessera-b-static LINES` adds TOML lines to its [vhost.static-file] (with
 the same binary twice: an A/B of two configurations).
 
+The servers' configurations are in confs.py, the report's tables in report.py.
+
 Only 127.0.0.1 is loaded; every tool runs with a time limit.
 """
 
@@ -56,17 +58,23 @@ import resource
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no benches/__pycache__ from importing its siblings
+import confs  # noqa: E402
+from confs import CONF_WRITERS, CORES, UPSTREAM_STATUS, server_cmd  # noqa: E402
+from report import markdown, summarize  # noqa: E402
+# benches/dynamic.py uses these through harness
+from confs import lighttpd_conf, nginx_conf, tessera_conf  # noqa: E402,F401
+from report import fmt_num  # noqa: E402,F401
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 HZ = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
-CORES = os.cpu_count() or 1
 # "tessera-actix" is Tessera with `http1-engine = "actix"` (actix-http's engine
 # in place of Tessera's own), so that one run compares both engines.
 # "tessera-b" is a second Tessera binary (--tessera-b) beside "tessera", for an
@@ -117,9 +125,6 @@ VARIANT_SERVERS = {
 }
 VARIANTS = ["plain", "log", "pipeline", "proxy"]
 
-# The upstream of the proxy runs: nginx, 1 worker process; `location` lines for
-# its server block: its connection counters for the report.
-UPSTREAM_STATUS = "/upstream-status"
 
 # --------------------------------------------------------------------------
 # Document root
@@ -146,257 +151,7 @@ def make_docroot(root, many=True):
 
 
 # --------------------------------------------------------------------------
-# Server configurations
-
-
-COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i"'
-
-
-def nginx_conf(w, port, root, variant, nofile=20000, connections=16384, http_extra="", workers=None,
-               upstream=None, status=False, loc=None):
-    """`nofile`, `connections` and `http_extra` (lines for the http block) are for benches/resilience.py;
-    `workers` (default: cores) and `status` (stub_status at UPSTREAM_STATUS) for the upstream of the
-    proxy runs; `upstream` is the upstream's port (variant "proxy"); `loc` the locations of variant "plain"."""
-    log = "access_log off;"
-    extra = ""
-    if variant in ("log", "pipeline"):
-        log = f"access_log {w}/access.log combined buffer=64k flush=1s;"
-    if variant == "pipeline":
-        # The demo configuration of conf/server.toml: two headers on every
-        # response, Expires by URL prefix, then by MIME type.
-        extra = """
-    map $sent_http_content_type $expires_by_type {
-        default off;
-        ~^text/html 5m;
-        ~^text/css 1d;
-    }"""
-        loc = """
-        location / {
-            add_header X-Content-Type-Options nosniff always;
-            add_header X-Frame-Options SAMEORIGIN always;
-            expires $expires_by_type;
-        }
-        location /img/ {
-            add_header X-Content-Type-Options nosniff always;
-            add_header X-Frame-Options SAMEORIGIN always;
-            expires 30d;
-        }"""
-    elif variant == "proxy":
-        extra = f"""
-    upstream u {{
-        server 127.0.0.1:{upstream};
-        keepalive 64;
-    }}"""
-        # the fields a production reverse proxy sends, and Tessera's
-        # `proxy` by default (`host = "client"`, `forwarded =
-        # "x-forwarded"`): both send the upstream the same request (bare
-        # `proxy_pass` sends Host `u` and no forwarding fields)
-        loc = """
-        location / {
-            proxy_pass http://u;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $http_host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Real-IP $remote_addr;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_set_header X-Forwarded-Host $http_host;
-        }"""
-    elif not loc:
-        loc = "location / { }"
-    if status:
-        loc += f"\n        location = {UPSTREAM_STATUS} {{ stub_status; }}"
-    return f"""
-worker_processes {workers or CORES};
-worker_rlimit_nofile {nofile};
-daemon off;
-pid {w}/nginx.pid;
-error_log {w}/error.log error;
-events {{ worker_connections {connections}; }}
-http {{
-    include /etc/nginx/mime.types;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 65;
-    keepalive_requests 10000000;
-    open_file_cache max=20000 inactive=20s;
-    open_file_cache_valid 1s;
-    open_file_cache_min_uses 1;
-    open_file_cache_errors on;
-    server_tokens off;
-    client_body_temp_path {w}/body;
-    proxy_temp_path {w}/proxy;
-    fastcgi_temp_path {w}/fastcgi;
-    uwsgi_temp_path {w}/uwsgi;
-    scgi_temp_path {w}/scgi;
-    {log}{extra}
-    {http_extra}
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        root {root};
-        index index.html;
-        {loc}
-    }}
-}}
-"""
-
-
-def lighttpd_conf(w, port, root, variant, upstream=None):
-    """`upstream`: the upstream's port (variant "proxy")."""
-    mods = ["mod_accesslog"] if variant in ("log", "pipeline") else []
-    log = ""
-    if variant == "proxy":
-        # mod_proxy sends HTTP/1.1 unless "force-http10", but lighttpd 1.4.69
-        # sends `Connection: close` with every request and has no option to
-        # keep a connection to the back end: one connection per request (the
-        # upstream table of the report shows it).
-        mods = ["mod_proxy"]
-        log = (f'proxy.server = ( "" => (( "host" => "127.0.0.1", "port" => {upstream} )) )\n'
-               'proxy.header = ( "force-http10" => "disable" )\n')
-    if variant in ("log", "pipeline"):
-        log = f'accesslog.filename = "{w}/access.log"\naccesslog.format = "{COMBINED.replace(chr(34), chr(92) + chr(34))}"\n'
-    return f"""
-server.document-root = "{root}"
-server.bind = "127.0.0.1"
-server.port = {port}
-server.pid-file = "{w}/lighttpd.pid"
-server.errorlog = "{w}/error.log"
-server.modules = ({", ".join('"' + m + '"' for m in mods)})
-server.max-worker = {CORES}
-server.max-fds = 20000
-server.max-connections = 16384
-server.max-keep-alive-requests = 10000000
-server.max-keep-alive-idle = 65
-server.network-backend = "sendfile"
-server.stat-cache-engine = "simple"
-server.tag = ""
-index-file.names = ("index.html")
-mimetype.assign = (".html" => "text/html", ".png" => "image/png", ".test" => "application/octet-stream", "" => "application/octet-stream")
-{log}"""
-
-
-def h2o_conf(w, port, root, variant, upstream=None):
-    """`upstream`: the upstream's port (variant "proxy"; keep-alive to it is h2o's default)."""
-    log = ""
-    handler = f"file.dir: {root}"
-    if variant == "proxy":
-        handler = f"proxy.reverse.url: http://127.0.0.1:{upstream}/"
-    if variant in ("log", "pipeline"):
-        log = f'access-log:\n  path: {w}/access.log\n  format: \'{COMBINED.replace("%>s", "%s")}\'\n'
-    return f"""user: root
-num-threads: {CORES}
-max-connections: 16384
-pid-file: {w}/h2o.pid
-error-log: {w}/error.log
-http1-request-timeout: 65
-listen:
-  host: 127.0.0.1
-  port: {port}
-{log}hosts:
-  default:
-    paths:
-      /:
-        {handler}
-"""
-
-
-# Lines added to Tessera's [vhost.static-file] (the harness's --tessera-static).
-# nginx gets `open_file_cache_valid 1s`, so Tessera gets the same bound.
-TESSERA_STATIC = "open-file-cache-valid = 1000"
-TESSERA_B_STATIC = ""  # --tessera-b-static
-
-
-def tessera_conf(w, port, root, variant, connections=16384, server_extra="", vhost_extra="", modules=None,
-                 upstream=None):
-    """The keyword arguments are for benches/resilience.py: `server_extra` and
-    `vhost_extra` are TOML lines for [server] and after [vhost.static-file];
-    `upstream` is the upstream's port (variant "proxy")."""
-    server = f"""[server]
-listen = ["127.0.0.1:{port}"]
-workers = {CORES}
-keep-alive = 65
-max-connections = {connections}
-shutdown-timeout = 1
-log-level = "warn"
-{server_extra}
-"""
-    if variant == "proxy":
-        return server + f"""
-[[upstream]]
-name = "u"
-servers = ["127.0.0.1:{upstream}"]
-keepalive-timeout = 60
-keepalive = 64
-max-connections = 256
-
-[[vhost]]
-server-names = ["127.0.0.1", "localhost"]
-default = true
-document-root = "{root}"
-modules = ["proxy"]
-
-[vhost.proxy]
-upstream = "u"
-"""
-    modules = modules or {
-        "plain": '["static-file"]',
-        "log": '["access-log", "static-file"]',
-        "pipeline": '["access-log", "headers", "expires", "static-file"]',
-    }[variant]
-    conf = server + f"""
-[[vhost]]
-server-names = ["127.0.0.1", "localhost"]
-default = true
-document-root = "{root}"
-modules = {modules}
-
-[vhost.static-file]
-index-files = ["index.html"]
-{TESSERA_STATIC}
-{vhost_extra}
-"""
-    if variant in ("log", "pipeline"):
-        conf += f'\n[vhost.access-log]\npath = "{w}/access.log"\nformat = "combined"\n'
-    if variant == "pipeline":
-        conf += """
-[vhost.headers]
-set = { "X-Content-Type-Options" = "nosniff", "X-Frame-Options" = "SAMEORIGIN" }
-
-[vhost.expires]
-url = { "/img/" = "access plus 30 days" }
-mime-types = { "text/css" = "access plus 1 days", "text/html" = "access plus 5 minutes" }
-"""
-    return conf
-
-
-def server_cmd(name, conf, tessera_bin):
-    return {
-        "nginx": ["nginx", "-c", conf],
-        "lighttpd": ["lighttpd", "-D", "-f", conf],
-        "h2o": ["h2o", "-c", conf],
-        "tessera": [tessera_bin, "-c", conf],
-        "tessera-actix": [tessera_bin, "-c", conf],
-        "tessera-b": [tessera_bin, "-c", conf],
-    }[name]
-
-
-def tessera_actix_conf(w, port, root, variant, **kw):
-    """Tessera on actix-http's HTTP/1 engine (`[server] http1-engine`)."""
-    kw["server_extra"] = (kw.get("server_extra", "") + '\nhttp1-engine = "actix"').strip()
-    return tessera_conf(w, port, root, variant, **kw)
-
-
-def tessera_b_conf(w, port, root, variant, **kw):
-    """Tessera "b": `--tessera-b`'s binary, with `--tessera-b-static` lines
-    after [vhost.static-file] (an A/B of two configurations in one run)."""
-    kw["vhost_extra"] = (kw.get("vhost_extra", "") + "\n" + TESSERA_B_STATIC).strip()
-    return tessera_conf(w, port, root, variant, **kw)
-
-
-CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf,
-                "tessera-actix": tessera_actix_conf, "tessera-b": tessera_b_conf}
+# Servers (their configurations: confs.py)
 
 
 def free_port():
@@ -735,129 +490,7 @@ def warm(server, test):
 
 
 # --------------------------------------------------------------------------
-# Report
-
-
-def fmt_num(x):
-    if x is None:
-        return "-"
-    if x >= 100000:
-        return f"{x / 1000:.0f}k"
-    if x >= 1000:
-        return f"{x / 1000:.1f}k"
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
-
-
-def summarize(results, tests, servers):
-    summary = []
-    for t in tests:
-        row = {"test": t.name, "desc": t.desc, "metric": t.metric, "servers": {}}
-        for s in servers:
-            runs = results.get((t.name, s))
-            if not runs:
-                continue
-            ok = [r for r in runs if "failed" not in r]
-            if not ok:
-                row["servers"][s] = {"failed": runs[0]["failed"], "errors": None}
-                continue
-            vals = [r[t.metric] for r in ok]
-            p99 = [r["p99_ms"] for r in ok if r.get("p99_ms") is not None]
-            cpu = [r["cpu_us_per_req"] for r in ok]
-            cpum = [r["cpu_ms_per_mib"] for r in ok if r.get("cpu_ms_per_mib")]
-            row["servers"][s] = {
-                "median": statistics.median(vals), "min": min(vals), "max": max(vals),
-                "p99_ms": statistics.median(p99) if p99 else None,
-                "errors": sum(r["errors"] for r in ok),
-                "cpu_us_per_req": statistics.median(cpu),
-                "cpu_ms_per_mib": statistics.median(cpum) if cpum else None,
-                # the first round's: later rounds follow c=10000, whose buffers
-                # some servers keep
-                "rss_mib": ok[0]["rss_mib"],
-                "check": runs[0].get("check", []),
-                "rounds": vals,
-            }
-            if any("upstream_conns" in r for r in ok):
-                row["servers"][s]["upstream_conns"] = statistics.median(r["upstream_conns"] for r in ok)
-                row["servers"][s]["upstream_reqs_per_conn"] = statistics.median(
-                    r["requests"] / max(1, r["upstream_conns"]) for r in ok)
-                row["servers"][s]["upstream_cpu_us_per_req"] = statistics.median(
-                    r["upstream_cpu_us_per_req"] for r in ok)
-        base = row["servers"].get("nginx", {}).get("median")
-        for s, v in row["servers"].items():
-            if base and v.get("median") is not None:
-                v["ratio"] = v["median"] / base
-            if base and v.get("cpu_us_per_req") is not None and row["servers"]["nginx"].get("cpu_us_per_req"):
-                v["cpu_ratio"] = v["cpu_us_per_req"] / row["servers"]["nginx"]["cpu_us_per_req"]
-        summary.append(row)
-    return summary
-
-
-def markdown(meta, summary, servers):
-    lines = [f"Benchmark of {meta['date']} ({meta['mode']} mode, {meta['rounds']} interleaved round(s) of "
-             f"{meta['duration']} s per test and server), on {meta['machine']}.",
-             "",
-             "Throughput: median req/s (MiB/s for the 100 MiB file) [min-max over rounds], ×ratio to nginx.",
-             "",
-             "| test | " + " | ".join(servers) + " |",
-             "|---|" + "---|" * len(servers)]
-    for row in summary:
-        cells = []
-        for s in servers:
-            v = row["servers"].get(s)
-            if not v:
-                cells.append("")
-            elif "median" not in v:
-                cells.append("FAILED")
-            else:
-                c = f"{fmt_num(v['median'])} [{fmt_num(v['min'])}-{fmt_num(v['max'])}]"
-                if s != "nginx" and v.get("ratio"):
-                    c += f" ×{v['ratio']:.2f}"
-                if v["errors"]:
-                    c += f" **{v['errors']} errors**"
-                if v.get("check"):
-                    c += " **wrong answers**"
-                cells.append(c)
-        lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
-    lines += ["", "p99 latency (ms) · server CPU per request (µs; per MiB in ms for the 100 MiB file) with ×ratio to nginx · RSS in the middle of the first round's run (MiB).", "",
-              "| test | " + " | ".join(servers) + " |", "|---|" + "---|" * len(servers)]
-    for row in summary:
-        cells = []
-        for s in servers:
-            v = row["servers"].get(s)
-            if not v or "median" not in v:
-                cells.append("")
-                continue
-            lat = f"{v['p99_ms']:.2f}" if v.get("p99_ms") is not None else "-"
-            if row["metric"] == "mibs":
-                cpu = f"{v['cpu_ms_per_mib']:.2f} ms/MiB" if v.get("cpu_ms_per_mib") else "-"
-            else:
-                cpu = f"{v['cpu_us_per_req']:.1f} µs"
-            if s != "nginx" and v.get("cpu_ratio") and row["metric"] != "mibs":
-                cpu += f" (×{v['cpu_ratio']:.2f})"
-            cells.append(f"{lat} · {cpu} · {v['rss_mib']:.0f}")
-        lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
-    if any("upstream_conns" in v for row in summary for v in row["servers"].values()):
-        lines += ["", "The upstream nginx (1 worker, not counted above): connections it accepted from the front during "
-                  "a run (those opened in the warm-up and kept are not counted) · requests per new connection · "
-                  "its CPU per request (µs); medians over rounds.", "",
-                  "| test | " + " | ".join(servers) + " |", "|---|" + "---|" * len(servers)]
-        for row in summary:
-            cells = []
-            for s in servers:
-                v = row["servers"].get(s)
-                if not v or "upstream_conns" not in v:
-                    cells.append("")
-                    continue
-                per = fmt_num(v["upstream_reqs_per_conn"]) if v["upstream_conns"] else "all reused"
-                cells.append(f"{v['upstream_conns']:.0f} · {per} · {v['upstream_cpu_us_per_req']:.1f} µs")
-            lines.append(f"| {row['desc']} | " + " | ".join(cells) + " |")
-    if meta.get("idle_rss_mib"):
-        lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k} {v}" for k, v in meta["idle_rss_mib"].items()) + "."]
-    lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + "."]
-    problems = [(row["test"], s, v["check"]) for row in summary for s, v in row["servers"].items() if v.get("check")]
-    for t, s, p in problems:
-        lines.append(f"- wrong answers from {s} in {t}: {'; '.join(p[:3])}")
-    return "\n".join(lines) + "\n"
+# The machine and the versions (the report: report.py)
 
 
 def version_of(cmd, pat=r"([\d.]+)"):
@@ -890,7 +523,6 @@ def on_signal(signum, frame):
 
 
 def main():
-    global TESSERA_STATIC, TESSERA_B_STATIC
     signal.signal(signal.SIGTERM, on_signal)
     ap = argparse.ArgumentParser(description="Side-by-side static-file benchmark (see benches/run.sh)")
     ap.add_argument("--tessera", required=True, help="the tessera binary (release build)")
@@ -904,7 +536,7 @@ def main():
     ap.add_argument("--tests", help="comma-separated test names (default: the mode's set)")
     ap.add_argument("--servers", help="comma-separated servers (default: every installed one)")
     ap.add_argument("--tessera-static", help="TOML lines for Tessera's [vhost.static-file] "
-                    f"(default {TESSERA_STATIC!r})")
+                    f"(default {confs.TESSERA_STATIC!r})")
     ap.add_argument("--tessera-b-static", help="TOML lines added to tessera-b's [vhost.static-file] "
                     "(with --tessera-b: the same binary for an A/B of two configurations)")
     ap.add_argument("--out", help="directory for results.md/json (default target/bench, with --proxy "
@@ -915,9 +547,9 @@ def main():
     args.duration = args.duration or (2 if args.quick else 4)
     args.httperf_conns = 300 if args.quick else 1000
     if args.tessera_static is not None:
-        TESSERA_STATIC = args.tessera_static.replace("\\n", "\n")
+        confs.TESSERA_STATIC = args.tessera_static.replace("\\n", "\n")
     if args.tessera_b_static is not None:
-        TESSERA_B_STATIC = args.tessera_b_static.replace("\\n", "\n")
+        confs.TESSERA_B_STATIC = args.tessera_b_static.replace("\\n", "\n")
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
