@@ -339,15 +339,15 @@ impl MimeMatch {
         Ok(MimeMatch::Exact(k.into()))
     }
 
-    fn matches(&self, mime: Option<&str>) -> bool {
+    /// Whether `mime` (a media type's bytes, without parameters) matches.
+    fn matches(&self, mime: Option<&[u8]>) -> bool {
         match (self, mime) {
             (MimeMatch::Any, _) => true,
             (_, None) => false,
             (MimeMatch::Prefix(p), Some(m)) => m
-                .as_bytes()
                 .get(..p.len())
                 .is_some_and(|h| h.eq_ignore_ascii_case(p.as_bytes())),
-            (MimeMatch::Exact(e), Some(m)) => m.eq_ignore_ascii_case(e),
+            (MimeMatch::Exact(e), Some(m)) => m.eq_ignore_ascii_case(e.as_bytes()),
         }
     }
 }
@@ -478,21 +478,26 @@ impl Expires {
         if self.mime.is_empty() {
             return None;
         }
-        let ext = res.extensions();
-        let from_static = ext.get::<crate::static_file::NotModifiedType>();
-        let ct = res
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .or(from_static.map(|t| &t.0));
+        // the extensions (a map) are looked at only when the field is absent
+        let ext;
+        let ct = match res.headers().get(header::CONTENT_TYPE) {
+            Some(v) => Some(v),
+            None => {
+                ext = res.extensions();
+                ext.get::<crate::static_file::NotModifiedType>()
+                    .map(|t| &t.0)
+            }
+        };
         let mime = match ct {
-            Some(v) => v
-                .to_str()
-                .ok()
-                .map(|ct| ct.split(';').next().unwrap_or("").trim()),
+            Some(v) => {
+                let v = v.as_bytes();
+                let end = v.iter().position(|&b| b == b';').unwrap_or(v.len());
+                Some(v[..end].trim_ascii())
+            }
             // A 304 has no Content-Type (RFC 9110 §15.4.5): static-file says
             // which the 200 would have had; otherwise the path's extension.
             None if res.status() == StatusCode::NOT_MODIFIED => {
-                mime_guess::from_path(path).first_raw()
+                mime_guess::from_path(path).first_raw().map(str::as_bytes)
             }
             None => None,
         };

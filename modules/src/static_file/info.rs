@@ -103,13 +103,15 @@ impl FileInfo {
         self
     }
 
+    /// Adds ETag and Last-Modified to `r`, a response built here that has
+    /// neither yet.
     pub(super) fn validators(&self, r: &mut HttpResponse) {
         let h = r.headers_mut();
         if let Some(v) = &self.etag_value {
-            h.insert(header::ETAG, v.clone());
+            h.append(header::ETAG, v.clone());
         }
         if let Some(v) = &self.last_modified_value {
-            h.insert(header::LAST_MODIFIED, v.clone());
+            h.append(header::LAST_MODIFIED, v.clone());
         }
     }
 }

@@ -292,11 +292,13 @@ pub(super) fn respond(
                 });
                 return r;
             }
-            r.headers_mut().insert(header::CONTENT_TYPE, ctype);
+            r.headers_mut().append(header::CONTENT_TYPE, ctype);
             r
         }
     };
-    r.headers_mut().insert(header::ACCEPT_RANGES, BYTES);
+    // a new response's own fields: `append` adds them without the removed
+    // old value `insert` builds and drops
+    r.headers_mut().append(header::ACCEPT_RANGES, BYTES);
     info.validators(&mut r);
     for (k, v) in extra {
         r.headers_mut().insert(k.clone(), v.clone());
