@@ -213,6 +213,30 @@ fn too_many_header_fields_is_431() {
     assert!(s.raw(fits.as_bytes()).starts_with(b"HTTP/1.1 200 "));
 }
 
+/// A target too long for the request path's check (`max-uri-length`) is
+/// 414 there; one too long for the `http` crate's `Uri` (65,534 bytes) is
+/// 414 from the engine, as is one that has not ended within that length.
+#[test]
+fn every_overlong_target_is_414() {
+    let s = server("max-uri-length = 65534\nmax-request-header-size = 131072");
+    for len in [65_534, 65_535, 70_000, 131_000, 140_000] {
+        let target = format!("/a.txt?{}", "q".repeat(len - 7));
+        assert_eq!(target.len(), len);
+        let req = format!("GET {target} HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+        let out = s.raw(req.as_bytes());
+        let want: &[u8] = if len <= 65_534 {
+            b"HTTP/1.1 200 "
+        } else {
+            b"HTTP/1.1 414 "
+        };
+        assert!(
+            out.starts_with(want),
+            "{len}: {:?}",
+            String::from_utf8_lossy(&out[..out.len().min(40)])
+        );
+    }
+}
+
 /// The engine answers 408 to a head that does not complete in time and
 /// counts the connection as timed out.
 #[test]

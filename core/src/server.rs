@@ -382,7 +382,7 @@ impl ConnSettings {
                 // the configured 414 and 431 limits are the request path's
                 // (protocol_check); these are the parser's hard caps
                 limits: crate::h1::head::Limits {
-                    max_uri: ENGINE_MAX_HEAD,
+                    max_uri: crate::h1::head::MAX_TARGET,
                     max_head: ENGINE_MAX_HEAD,
                     max_headers: s.max_request_headers,
                 },

@@ -458,6 +458,15 @@ fn validate_server(s: &ServerSettings, e: &Err<'_>) -> Result<(), ConfigError> {
             format!("must be from 1 to {}", crate::h1::head::MAX_HEADERS),
         ));
     }
+    if s.max_uri_length == 0 || s.max_uri_length > crate::h1::head::MAX_TARGET {
+        return Err(e.at(
+            "server.max-uri-length",
+            format!(
+                "must be from 1 to {} bytes (the longest target the HTTP stack holds)",
+                crate::h1::head::MAX_TARGET
+            ),
+        ));
+    }
     for p in &s.listen_proxy_protocol {
         if !s.listen.iter().any(|l| l.trim() == p.trim()) {
             return Err(e.at(

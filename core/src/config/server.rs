@@ -62,7 +62,8 @@ pub struct ServerSettings {
     #[serde(default)]
     pub tls: Option<TlsFiles>,
     /// Longest request target (path and query) in bytes; longer is 414
-    /// (RFC 9110 §15.5.15). Default 8192 (nginx's large header buffer).
+    /// (RFC 9110 §15.5.15). Default 8192 (nginx's large header buffer); at
+    /// most 65,534 (a configuration error beyond).
     #[serde(default = "default_max_uri", alias = "max_uri_length")]
     pub max_uri_length: usize,
     /// Largest request head (request line and header fields) in bytes; larger

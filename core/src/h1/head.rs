@@ -10,6 +10,11 @@ use std::cell::RefCell;
 /// is capped here).
 pub const MAX_HEADERS: usize = 256;
 
+/// The longest request target, in bytes, that the `http` crate's `Uri`
+/// holds (`u16::MAX - 1`); a longer one is 414 (RFC 9110 §15.5.15), and
+/// `max-uri-length` cannot exceed it.
+pub const MAX_TARGET: usize = u16::MAX as usize - 1;
+
 /// Limits on a request head, from `[server]`.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -246,6 +251,11 @@ fn parse_at(
             Bytes::copy_from_slice(part)
         }
     };
+    // the `http` crate holds targets up to MAX_TARGET bytes: a longer one
+    // is too long, not malformed
+    if path.len() > MAX_TARGET {
+        return Err(HeadError::UriTooLong);
+    }
     let uri = Uri::from_maybe_shared(slice(path.as_bytes()))
         .map_err(|_| HeadError::BadRequest("invalid target"))?;
     let version = if req.version == Some(0) {
@@ -682,6 +692,21 @@ mod tests {
         assert_eq!(run(&big).unwrap_err(), HeadError::HeadersTooLarge);
         assert_eq!(HeadError::HeadersTooLarge.status(), 431);
         assert_eq!(HeadError::UriTooLong.status(), 414);
+        // past what the `http` crate's Uri holds: 414 too, not 400
+        let wide = Limits {
+            max_uri: 200_000,
+            max_head: 300_000,
+            max_headers: 3,
+        };
+        for len in [MAX_TARGET, MAX_TARGET + 1, 70_000] {
+            let raw = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(len - 1));
+            let r = parse(&mut raw.into_bytes(), &wide, &mut HeaderMap::new());
+            if len <= MAX_TARGET {
+                assert!(r.unwrap().is_some(), "{len}");
+            } else {
+                assert_eq!(r.unwrap_err(), HeadError::UriTooLong, "{len}");
+            }
+        }
         assert_eq!(HeadError::UnknownCoding.status(), 501);
     }
 }
