@@ -15,7 +15,7 @@ fn site(php: &Php) -> Server {
         |d| {
             d.write(
                 "www/info.php",
-                "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','SCRIPT_FILENAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','REMOTE_ADDR','SERVER_PROTOCOL','REQUEST_URI','HTTP_X_TEST','HTTP_X_DUP','HTTP_COOKIE','APP_ENV','REDIRECT_STATUS'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
+                "<?php header('Content-Type: text/plain'); foreach (['SCRIPT_NAME','SCRIPT_FILENAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','REMOTE_ADDR','SERVER_PROTOCOL','REQUEST_URI','HTTP_X_TEST','HTTP_X_FORGED','HTTP_X_DUP','HTTP_COOKIE','APP_ENV','REDIRECT_STATUS'] as $k) echo $k, '=', $_SERVER[$k] ?? '', \"\\n\";",
             );
             d.write(
                 "www/post.php",
@@ -46,13 +46,15 @@ fn php_sees_the_cgi_variables() {
         panic!("php-cgi is not installed (apt-get install php-cgi)");
     };
     let s = site(&php);
-    // X_Test would pose as X-Test in HTTP_X_TEST: dropped (nginx does too)
+    // X_Test would pose as X-Test in HTTP_X_TEST, and X.Forged as
+    // X-Forged (PHP maps `.` to `_`): dropped (nginx does too)
     let r = s.req(
         "GET",
         "/info.php/extra/path?a=1&b=2",
         &[
             "X-Test: yes",
             "X_Test: forged",
+            "X.Forged: forged",
             "X-Dup: a",
             "X-Dup: b",
             "Cookie: c=1",
@@ -69,6 +71,7 @@ fn php_sees_the_cgi_variables() {
     assert_eq!(var(&r, "SERVER_PROTOCOL"), "HTTP/1.1");
     assert_eq!(var(&r, "REQUEST_URI"), "/info.php/extra/path?a=1&b=2");
     assert_eq!(var(&r, "HTTP_X_TEST"), "yes");
+    assert_eq!(var(&r, "HTTP_X_FORGED"), "");
     // RFC 3875 §4.1.18: a repeated field is one variable
     assert_eq!(var(&r, "HTTP_X_DUP"), "a, b");
     assert_eq!(var(&r, "HTTP_COOKIE"), "c=1; d=2");

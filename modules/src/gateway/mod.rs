@@ -401,10 +401,14 @@ pub fn environment(
     let headers = cx.headers();
     for k in headers.keys() {
         let name = k.as_str();
-        // `Proxy` is the "httpoxy" attack; a name with `_` would collide
-        // with its `-` twin in HTTP_* (`X-User_Id` forging `X-User-Id`):
-        // dropped, as nginx (`underscores_in_headers off`) and Apache do
-        if matches!(name, "content-type" | "content-length" | "proxy") || name.contains('_') {
+        // `Proxy` is the "httpoxy" attack; a name with any byte but a
+        // letter, digit or `-` could collide with a twin in HTTP_* (`X_User`
+        // or `X.User` forging `X-User`, as PHP maps `.` to `_` too):
+        // dropped, as nginx (`ignore_invalid_headers`,
+        // `underscores_in_headers off`) and Apache (`http2env`) do
+        if matches!(name, "content-type" | "content-length" | "proxy")
+            || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+        {
             continue;
         }
         key.clear();
