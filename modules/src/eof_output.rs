@@ -217,16 +217,38 @@ impl<R: AsyncRead + Unpin> Stream for Output<R> {
     }
 }
 
-/// The `Content-Length` a header block declares (CGI or HTTP), if any and
-/// valid: the body must then have exactly that many bytes
-/// ([`Output::expect`]).
-pub(crate) fn declared_length(head: &[u8]) -> Option<u64> {
-    head.split(|&b| b == b'\n').find_map(|line| {
-        let (k, v) = std::str::from_utf8(line).ok()?.split_once(':')?;
-        k.trim()
-            .eq_ignore_ascii_case("content-length")
-            .then(|| v.trim().parse().ok())?
-    })
+/// The `Content-Length` a header block declares (CGI or HTTP), if any: the
+/// body must then have exactly that many bytes ([`Output::expect`]).
+///
+/// # Errors
+/// A value that is not a decimal number of bytes, or two fields that
+/// disagree: the answer's framing is broken, and the gateway refuses it as
+/// a proxy refuses such a response (RFC 9112 §6.3, 502; nginx "upstream
+/// sent duplicate header line").
+pub(crate) fn declared_length(head: &[u8]) -> Result<Option<u64>, &'static str> {
+    let mut found = None;
+    for line in head.split(|&b| b == b'\n') {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        if !line[..colon]
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"content-length")
+        {
+            continue;
+        }
+        let v = line[colon + 1..].trim_ascii();
+        let n = std::str::from_utf8(v)
+            .ok()
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or("an invalid Content-Length")?;
+        match found {
+            Some(m) if m != n => return Err("two different Content-Length values"),
+            _ => found = Some(n),
+        }
+    }
+    Ok(found)
 }
 
 /// A connection to a server of an upstream, for one request.
@@ -355,10 +377,28 @@ mod tests {
     fn declared_lengths_are_found() {
         assert_eq!(
             declared_length(b"Status: 200\r\ncontent-length:  12 \r\nX: y"),
-            Some(12)
+            Ok(Some(12))
         );
-        assert_eq!(declared_length(b"HTTP/1.1 200 OK\nContent-Length: x"), None);
-        assert_eq!(declared_length(b"X-Content-Length: 3"), None);
+        assert_eq!(declared_length(b"X-Content-Length: 3"), Ok(None));
+        assert_eq!(
+            declared_length(b"Content-Length: 3\nContent-Length: 3"),
+            Ok(Some(3))
+        );
+        for bad in [
+            &b"HTTP/1.1 200 OK\nContent-Length: x"[..],
+            b"Content-Length: -1",
+            b"Content-Length: +1",
+            b"Content-Length: 1, 1",
+            b"Content-Length:",
+            b"Content-Length: 99999999999999999999999",
+            b"Content-Length: 4\nContent-Length: 12",
+        ] {
+            assert!(
+                declared_length(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]

@@ -142,8 +142,13 @@ impl<P: Protocol> SocketApp<P> {
                 Ok(r) => r,
                 Err(r) => return r,
             };
-        if let Some(n) = eof_output::declared_length(&head) {
-            out.expect(n);
+        match eof_output::declared_length(&head) {
+            Ok(Some(n)) => out.expect(n),
+            Ok(None) => {}
+            Err(why) => {
+                tracing::error!(upstream = %self.upstream.name, "{}: {why}", P::NAME);
+                return error_response(StatusCode::BAD_GATEWAY);
+            }
         }
         match Head::parse(&head) {
             Ok(head) => {

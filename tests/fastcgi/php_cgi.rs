@@ -36,6 +36,18 @@ fn site(php: &Php) -> Server {
             d.write("www/app.php/index.php", "<?php echo 'dir index ran';");
             d.write("www/uploads/evil.jpg", "<?php echo 'EXECUTED';");
             d.write("www/plain.txt", "static");
+            d.write(
+                "www/cl_short.php",
+                "<?php header('Content-Length: 100'); echo 'short';",
+            );
+            d.write(
+                "www/cl_long.php",
+                "<?php header('Content-Length: 3'); echo '0123456789';",
+            );
+            d.write(
+                "www/cl_stream.php",
+                "<?php header('Content-Length: 300000'); echo str_repeat('x', 200000);",
+            );
         },
     )
 }
@@ -217,4 +229,29 @@ fn a_php_server_that_cannot_be_reached_is_skipped_for_the_next() {
         );
     }
     assert!(s.stderr().contains("nobody.sock"), "{}", s.stderr());
+}
+
+/// The application's Content-Length holds: a body that ends short never
+/// looks complete (502 when known before anything is sent, else a body
+/// cut off without its end), bytes past it are not sent, and a HEAD
+/// answer (no body by rule) is not held to it.
+#[test]
+fn the_applications_content_length_is_held_to() {
+    let Some(php) = Php::start() else {
+        panic!("php-cgi is not installed (apt-get install php-cgi)");
+    };
+    let s = site(&php);
+    assert_eq!(s.get("/cl_short.php").status, 502);
+    let r = s.get("/cl_long.php");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "012");
+    assert_eq!(s.req("HEAD", "/cl_short.php", &[]).status, 200);
+    let raw = s.raw(b"GET /cl_stream.php HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+    let text = String::from_utf8_lossy(&raw);
+    let complete = text.starts_with("HTTP/1.1 200") && text.ends_with("\r\n0\r\n\r\n");
+    assert!(
+        !complete && (text.starts_with("HTTP/1.1 502") || text.starts_with("HTTP/1.1 200")),
+        "{}",
+        &text[..text.len().min(300)]
+    );
 }

@@ -349,8 +349,13 @@ impl Cgi {
                 });
             }
         };
-        if let Some(n) = declared_length(&head) {
-            out.expect(n);
+        match declared_length(&head) {
+            Ok(Some(n)) => out.expect(n),
+            Ok(None) => {}
+            Err(why) => {
+                tracing::error!(script = %p.script(), "cgi: {why}");
+                return error_response(StatusCode::INTERNAL_SERVER_ERROR);
+            }
         }
         // a non-parsed-header script gives the status line itself (RFC 3875
         // §5); it is parsed like the rest, and the engine frames the body

@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
-use tessera_core::actix_web::http::StatusCode;
+use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
 use tessera_core::response::error_response;
@@ -215,10 +215,31 @@ impl FastCgi {
             };
             pick.succeeded();
             let mut answer = answer;
+            // the head's Content-Length holds where the application's body
+            // is sent: a shorter body never looks complete (RFC 9112 §8)
+            let sends_body = *cx.method() != Method::HEAD
+                && !head.status.is_informational()
+                && !matches!(
+                    head.status,
+                    StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+                )
+                && head.local_redirect.is_none()
+                && !(self.sendfile.is_on()
+                    && (head.sendfile.is_some() || head.accel_redirect.is_some()));
+            if sends_body {
+                answer.due = answer.declared;
+            }
             // a small answer often comes whole with its head: sent with its
             // length, without chunked framing or a stream to poll
-            if let Some(whole) = answer.take_whole() {
-                return gateway::respond(cx, head, whole, &self.sendfile).into_response();
+            match answer.take_whole() {
+                Some(Ok(whole)) => {
+                    return gateway::respond(cx, head, whole, &self.sendfile).into_response();
+                }
+                Some(Err(e)) => {
+                    tracing::error!(upstream = %self.upstream.name, %server, "fastcgi: {}", e.0);
+                    return error_response(StatusCode::BAD_GATEWAY);
+                }
+                None => {}
             }
             return gateway::respond(cx, head, gateway::streamed(answer), &self.sendfile)
                 .into_response();
@@ -275,6 +296,8 @@ impl FastCgi {
             upstream: Arc::clone(&self.upstream),
             got_any: false,
             keep: self.keep_conn,
+            declared: None,
+            due: None,
         };
         match tokio::time::timeout(limits.read, answer.head()).await {
             Ok(Ok(h)) => Ok((h, answer)),
@@ -343,11 +366,19 @@ struct Answer {
     got_any: bool,
     /// The request asked the application to keep the connection.
     keep: bool,
+    /// The head's `Content-Length`, if it has one.
+    declared: Option<u64>,
+    /// Body bytes still due by that length, when it is enforced: a body
+    /// that ends short fails, bytes past it are dropped (as `cgi` does).
+    due: Option<u64>,
 }
 
 /// Why an answer failed when the application sent nothing for
 /// `read-timeout` (504, not 502).
 const READ_TIMEOUT: &str = "no bytes within read-timeout";
+
+/// Why an answer failed whose body ended short of its Content-Length.
+const SHORT: &str = "the body ended short of its Content-Length";
 
 /// The application broke off or stalled while its body was being sent.
 #[derive(Debug, thiserror::Error)]
@@ -361,6 +392,7 @@ impl Answer {
             if let Some((end, skip)) = gateway::head::find_end(&self.pending) {
                 let head = self.pending.split_to(end);
                 let _ = self.pending.split_to(skip);
+                self.declared = crate::eof_output::declared_length(&head)?;
                 return Head::parse(&head);
             }
             if self.pending.len() > MAX_HEAD {
@@ -375,9 +407,12 @@ impl Answer {
     }
 
     /// The whole body when the rest of the answer, up to END_REQUEST, is
-    /// already read; `None` (nothing lost: what was taken waits in
-    /// `pending`) when more is to come.
-    fn take_whole(&mut self) -> Option<Bytes> {
+    /// already read, cut at the length due; `None` (nothing lost: what was
+    /// taken waits in `pending`) when more is to come.
+    ///
+    /// # Errors
+    /// The body is shorter than the length due.
+    fn take_whole(&mut self) -> Option<Result<Bytes, AnswerFailed>> {
         loop {
             match protocol::next(&mut self.buf) {
                 Ok(Some(Record::Stdout(b))) => self.pending.extend_from_slice(&b),
@@ -388,11 +423,26 @@ impl Answer {
                 }
                 Ok(Some(Record::End)) => {
                     self.end();
-                    return Some(self.pending.split().freeze());
+                    let mut body = self.pending.split().freeze();
+                    if let Some(due) = self.due {
+                        if (body.len() as u64) < due {
+                            return Some(Err(AnswerFailed(SHORT)));
+                        }
+                        self.note_over(body.len() as u64 > due);
+                        body.truncate(due as usize);
+                    }
+                    return Some(Ok(body));
                 }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return None,
             }
+        }
+    }
+
+    /// Logs, once, that the body went past its Content-Length.
+    fn note_over(&mut self, over: bool) {
+        if over && self.declared.take().is_some() {
+            tracing::warn!(upstream = %self.upstream.name, "fastcgi: the body went past its Content-Length; cut there");
         }
     }
 
@@ -482,9 +532,32 @@ impl Stream for Answer {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if !this.pending.is_empty() {
-            return Poll::Ready(Some(Ok(this.pending.split().freeze())));
+        loop {
+            let item = if this.pending.is_empty() {
+                std::task::ready!(this.poll_record(cx))
+            } else {
+                Some(Ok(this.pending.split().freeze()))
+            };
+            let Some(due) = this.due.as_mut() else {
+                return Poll::Ready(item);
+            };
+            match item {
+                // bytes past the length are read (the connection stays
+                // clean up to END_REQUEST) and dropped
+                Some(Ok(mut b)) => {
+                    if *due == 0 {
+                        this.note_over(true);
+                        continue;
+                    }
+                    if b.len() as u64 > *due {
+                        b.truncate(*due as usize);
+                    }
+                    *due -= b.len() as u64;
+                    return Poll::Ready(Some(Ok(b)));
+                }
+                None if *due > 0 => return Poll::Ready(Some(Err(AnswerFailed(SHORT)))),
+                other => return Poll::Ready(other),
+            }
         }
-        this.poll_record(cx)
     }
 }

@@ -140,7 +140,11 @@ pub(super) enum Record {
 }
 
 /// Takes one whole record off the front of `buf`; `Ok(None)`: more bytes are
-/// needed. Errors: a version other than 1.
+/// needed. A management record (request id 0) is [`Record::Other`].
+///
+/// # Errors
+/// A version other than 1, or a record of another request than ours (id 1;
+/// nginx "upstream sent unexpected FastCGI request id").
 pub(super) fn next(buf: &mut BytesMut) -> Result<Option<Record>, &'static str> {
     if buf.len() < 8 {
         return Ok(None);
@@ -149,6 +153,10 @@ pub(super) fn next(buf: &mut BytesMut) -> Result<Option<Record>, &'static str> {
         return Err("not a FastCGI record (version is not 1)");
     }
     let kind = buf[1];
+    let id = u16::from_be_bytes([buf[2], buf[3]]);
+    if id != ID && id != 0 {
+        return Err("a record of another request id");
+    }
     let len = u16::from_be_bytes([buf[4], buf[5]]) as usize;
     let pad = buf[6] as usize;
     if buf.len() < 8 + len + pad {
@@ -157,6 +165,9 @@ pub(super) fn next(buf: &mut BytesMut) -> Result<Option<Record>, &'static str> {
     buf.advance(8);
     let content = buf.split_to(len).freeze();
     buf.advance(pad);
+    if id == 0 {
+        return Ok(Some(Record::Other));
+    }
     Ok(Some(match kind {
         STDOUT => Record::Stdout(content),
         STDERR => Record::Stderr(content),
@@ -221,6 +232,20 @@ mod tests {
         // one pair larger than a record cannot be carried
         let mut out = BytesMut::new();
         assert!(params(&mut out, |p| pair(p, b"BIG", &vec![b'x'; 70_000])).is_err());
+    }
+
+    #[test]
+    fn only_our_request_id_is_read() {
+        let mut out = BytesMut::new();
+        record(&mut out, STDOUT, b"ours");
+        // a management record (id 0) is skipped
+        let mut mgmt = BytesMut::new();
+        record(&mut mgmt, STDOUT, b"mgmt");
+        mgmt[2..4].copy_from_slice(&0u16.to_be_bytes());
+        assert_eq!(next(&mut mgmt), Ok(Some(Record::Other)));
+        // another request's record is refused
+        out[2..4].copy_from_slice(&2u16.to_be_bytes());
+        assert!(next(&mut out).is_err());
     }
 
     #[test]
