@@ -110,3 +110,30 @@ fn a_websocket_echo_passes_through() {
         assert_eq!(&echo[2..], word.as_bytes());
     }
 }
+
+/// A server that declines an upgrade answers as usual (RFC 9110 §7.8):
+/// that answer reaches the client whole, body and all (it was sent with an
+/// empty body), and the connection serves the next request.
+#[test]
+fn an_upgrade_the_server_declines_keeps_its_body() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "http1-engine = \"tessera\"");
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for (path, status, len) in [
+        ("/api/name", "200", 1),
+        ("/api/nowhere", "404", 12),
+        ("/api/big?n=200000", "200", 200_000),
+    ] {
+        c.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: site.test\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let (line, r) = crate::engine::read_response_line(&mut c);
+        assert!(
+            line.starts_with(&format!("HTTP/1.1 {status}")),
+            "{path}: {line}"
+        );
+        assert_eq!(r.body.len(), len, "{path}");
+    }
+}

@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_core::Stream;
 use std::future::Future;
-use tessera_core::actix_web::http::header::{HeaderMap, HeaderName};
+use tessera_core::actix_web::http::header::{self, HeaderMap, HeaderName};
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::body::PrebuiltFields;
@@ -203,7 +203,7 @@ pub(super) async fn exchange(
     };
     let keep = !close && !matches!(framing, Framing::Close) && limits.keepalive > 0;
     let mut body = Body {
-        conn: Some(lease),
+        conn: Some(Held::Pooled(lease)),
         buf,
         framing,
         keep,
@@ -590,10 +590,27 @@ fn flush(head: &mut [u8], run: &mut std::ops::Range<usize>, w: usize) -> usize {
     w + len
 }
 
+/// The connection a response body is read from.
+enum Held {
+    /// Leased from the pool: given back when the body ends cleanly.
+    Pooled(Lease),
+    /// The upgrade path's own connection: closed at the body's end.
+    Own(Conn),
+}
+
+impl Held {
+    fn conn(&mut self) -> &mut Conn {
+        match self {
+            Held::Pooled(l) => l.conn(),
+            Held::Own(c) => c,
+        }
+    }
+}
+
 /// The response body as a stream; the connection goes back to the pool
 /// when the body is complete and the server keeps it alive.
 pub(super) struct Body {
-    conn: Option<Lease>,
+    conn: Option<Held>,
     buf: BytesMut,
     framing: Framing,
     keep: bool,
@@ -609,12 +626,73 @@ pub(super) struct BodyFailed(&'static str);
 impl Body {
     /// The body ended properly: the connection is reused or closed.
     fn finish(&mut self) {
-        if let Some(lease) = self.conn.take() {
+        if let Some(Held::Pooled(lease)) = self.conn.take() {
             if self.keep && self.buf.is_empty() {
                 lease.release();
             }
         }
         self.framing = Framing::None;
+    }
+
+    /// The body of an answer read outside the pool (the upgrade path's
+    /// answer other than 101) on `conn`, `buf` holding its first bytes,
+    /// framed by the fields `h` as [`exchange`] frames a pooled one
+    /// (`head_only`: the request was HEAD); the connection is closed at
+    /// its end. Returns the body and its Content-Length when sized.
+    ///
+    /// # Errors
+    /// The framing is broken (RFC 9112 §6.3; 502): more than one or an
+    /// invalid Content-Length, or a transfer coding other than chunked.
+    pub(super) fn unpooled(
+        conn: Conn,
+        buf: BytesMut,
+        read: Duration,
+        (status, head_only): (StatusCode, bool),
+        h: &HeaderMap,
+    ) -> Result<(Body, Option<u64>), &'static str> {
+        let mut lengths = h.get_all(header::CONTENT_LENGTH);
+        let length = match (lengths.next(), lengths.next()) {
+            (None, _) => None,
+            (Some(v), None) => Some(
+                tessera_core::h1::head::content_length(v.as_bytes())
+                    .ok_or("an invalid Content-Length")?,
+            ),
+            (Some(_), Some(_)) => return Err("more than one Content-Length"),
+        };
+        let mut codings = h
+            .get_all(header::TRANSFER_ENCODING)
+            .flat_map(|v| list(v.as_bytes()));
+        let chunked = match (codings.next(), codings.next()) {
+            (None, _) => false,
+            (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => true,
+            _ => return Err("a transfer coding other than chunked"),
+        };
+        let framing = if head_only
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || length == Some(0) && !chunked
+        {
+            Framing::None
+        } else if chunked {
+            Framing::Chunked(Box::new(Decoder::new(u64::MAX)))
+        } else if let Some(n) = length {
+            Framing::Length(n)
+        } else {
+            Framing::Close
+        };
+        let mut body = Body {
+            conn: Some(Held::Own(conn)),
+            buf,
+            framing,
+            keep: false,
+            read,
+            sleep: None,
+        };
+        if matches!(body.framing, Framing::None) {
+            body.finish();
+        }
+        Ok((body, if chunked { None } else { length }))
     }
 
     /// The whole body when it is already read (a sized body that came with

@@ -381,7 +381,8 @@ impl Inner {
             Err(status) => return error_response(status),
         };
         let idle = Duration::from_secs(u.read_timeout);
-        match tokio::time::timeout(idle, tunnel::upgrade(up, head, idle)).await {
+        let head_only = req.method() == tessera_core::actix_web::http::Method::HEAD;
+        match tokio::time::timeout(idle, tunnel::upgrade(up, head, idle, head_only)).await {
             Ok(Ok(r)) => {
                 pick.succeeded();
                 r

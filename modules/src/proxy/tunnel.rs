@@ -20,12 +20,16 @@ const MAX_HEAD: usize = 64 * 1024;
 pub(super) type Stream = tessera_core::upstream::Connection;
 
 /// Sends the upgrade request and reads the answer head. A 101 becomes a
-/// response carrying the [`Upgrade`] that runs the tunnel; another status is
-/// passed on with its header fields (its body, if any, is not).
+/// response carrying the [`Upgrade`] that runs the tunnel; another status
+/// (the server declined the upgrade, RFC 9110 §7.8: an error page, a
+/// redirect, or the resource itself) is passed on as an ordinary answer,
+/// its body streamed as its framing says (`head_only`: the request was
+/// HEAD), and the connection closed after it.
 pub(super) async fn upgrade(
     mut up: Stream,
     head: Vec<u8>,
     idle: Duration,
+    head_only: bool,
 ) -> std::io::Result<HttpResponse> {
     up.write_all(&head).await?;
     let mut buf = BytesMut::with_capacity(4096);
@@ -67,14 +71,24 @@ pub(super) async fn upgrade(
     };
     buf.advance(len);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let mut out = HttpResponse::build(status);
-    let mut r = out.finish();
+    if status != StatusCode::SWITCHING_PROTOCOLS {
+        let (body, length) =
+            super::client::Body::unpooled(up, buf, idle, (status, head_only), &headers)
+                .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidData, why))?;
+        let mut r = HttpResponse::new(status);
+        super::forward::response_headers(headers, r.headers_mut());
+        return Ok(super::respond(super::client::Response {
+            status,
+            head: r,
+            length,
+            lines: None,
+            body,
+        }));
+    }
+    let mut r = HttpResponse::build(status).finish();
     // a 101 must name the protocol it switches to (RFC 9110 §15.2.2)
     let upgrade = headers.get(header::UPGRADE).cloned();
     super::forward::response_headers(headers, r.headers_mut());
-    if status != StatusCode::SWITCHING_PROTOCOLS {
-        return Ok(r);
-    }
     let Some(v) = upgrade else {
         return Err(std::io::ErrorKind::InvalidData.into());
     };
