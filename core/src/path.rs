@@ -99,6 +99,64 @@ fn is_normal(b: &[u8]) -> bool {
     true
 }
 
+/// The raw request path as a proxy passes it on: dot segments and empty
+/// segments removed, and escapes of unreserved characters (`%41`, `%2E`)
+/// decoded (RFC 3986 §6.2.2), while every other escape (`%2F`, `%3B`, `%20`)
+/// and every literal character (`;`) stays as the client sent it, as nginx's
+/// `proxy_pass` without a URI and lighttpd's mod_proxy send the target.
+/// `Some` only when that form decodes and normalizes ([`normalize`]) to
+/// `normal`, the path the rules matched: not after a rewrite, nor where an
+/// escaped `/` (`a%2F..`) would name another path than the one checked.
+/// Borrows `raw` when it is already in that form (no allocation).
+pub fn as_sent<'a>(raw: &'a str, normal: &str) -> Option<Cow<'a, str>> {
+    if raw == normal {
+        return Some(Cow::Borrowed(raw));
+    }
+    let b = raw.as_bytes();
+    if b.first() != Some(&b'/') {
+        return None;
+    }
+    // escapes of unreserved characters decoded, others kept
+    let mut text = String::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let c = match (
+                b.get(i + 1).and_then(|&x| hex(x)),
+                b.get(i + 2).and_then(|&x| hex(x)),
+            ) {
+                (Some(h), Some(l)) => h << 4 | l,
+                _ => return None,
+            };
+            if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+                text.push(char::from(c));
+            } else {
+                text.push_str(&raw[i..i + 3]);
+            }
+            i += 3;
+        } else {
+            let n = raw[i..].chars().next().map_or(1, char::len_utf8);
+            text.push_str(&raw[i..i + n]);
+            i += n;
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for seg in text.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => out.truncate(out.rfind('/')?),
+            s => {
+                out.push('/');
+                out.push_str(s);
+            }
+        }
+    }
+    if out.is_empty() || text.ends_with('/') || text.ends_with("/.") || text.ends_with("/..") {
+        out.push('/');
+    }
+    (normalize(&out).ok()?.as_ref() == normal).then_some(Cow::Owned(out))
+}
+
 fn hex(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
@@ -176,6 +234,36 @@ pub fn strip_segment_prefix<'p>(path: &'p str, prefix: &str) -> Option<&'p str> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_pass_on_as_sent_where_they_mean_the_checked_path() {
+        let sent = |raw: &str| {
+            let normal = normalize(raw).unwrap();
+            as_sent(raw, &normal).map(Cow::into_owned)
+        };
+        // as sent: reserved escapes, `;`, lower-case hex
+        assert_eq!(sent("/a/b;c=d/x").as_deref(), Some("/a/b;c=d/x"));
+        assert_eq!(
+            sent("/api/group%2Fproject").as_deref(),
+            Some("/api/group%2Fproject")
+        );
+        assert_eq!(sent("/a%2fb/%20x").as_deref(), Some("/a%2fb/%20x"));
+        assert!(matches!(
+            as_sent("/plain", "/plain"),
+            Some(Cow::Borrowed(_))
+        ));
+        // unreserved escapes decoded, dot and empty segments removed
+        assert_eq!(
+            sent("/echo/%41/%2e%2e/b//c/./").as_deref(),
+            Some("/echo/b/c/")
+        );
+        assert_eq!(sent("/a/..").as_deref(), Some("/"));
+        // an escaped `/` that a `..` would cross names another path than
+        // the one the rules saw: not passed on as sent
+        assert_eq!(sent("/a%2Fb/../c"), None);
+        // a rewritten path is not the client's
+        assert_eq!(as_sent("/old/x", "/new/x"), None);
+    }
 
     #[test]
     fn segment_prefixes() {

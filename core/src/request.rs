@@ -333,10 +333,6 @@ pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Opti
             return Some(error_response(StatusCode::BAD_REQUEST));
         }
     }
-    if !is_known_method(req.method()) {
-        // RFC 9110 §15.6.2: a method the server does not recognize is 501.
-        return Some(error_response(StatusCode::NOT_IMPLEMENTED));
-    }
     None
 }
 
@@ -606,7 +602,7 @@ async fn run_handlers<O: Observe>(
         if h.contains(Hooks::CONTENT) {
             if let Some(r) = m.content(cx) {
                 obs.answered(m, Phase::Content, cx);
-                return Handled::Response(r);
+                return Handled::Response(not_implemented(cx.method(), r));
             }
         }
         if O::DRY && h.contains(Hooks::ASYNC) {
@@ -631,7 +627,28 @@ async fn run_handlers<O: Observe>(
             }
         }
     }
-    Handled::Response(error_response(cx.fallback_status()))
+    Handled::Response(if is_known_method(cx.method()) {
+        error_response(cx.fallback_status())
+    } else {
+        not_implemented_status()
+    })
+}
+
+/// An extension method (WebDAV's PROPFIND, MKCOL, ...: RFC 9110 §9.1,
+/// §16.1) goes through the pipeline, request phase first (access, auth): a
+/// back end (proxy, fastcgi, scgi, uwsgi, cgi) takes it as nginx and
+/// lighttpd pass it on. Where a file handler refuses it (405) or no content
+/// handler answers, the server does not implement it: 501 (RFC 9110
+/// §15.6.2). A back end's own answer, 405 included, is left as it is.
+fn not_implemented(m: &Method, r: HttpResponse) -> HttpResponse {
+    if r.status() == StatusCode::METHOD_NOT_ALLOWED && !is_known_method(m) {
+        return not_implemented_status();
+    }
+    r
+}
+
+fn not_implemented_status() -> HttpResponse {
+    error_response(StatusCode::NOT_IMPLEMENTED)
 }
 
 struct LogState {

@@ -263,3 +263,38 @@ fn only_the_trusted_chain_is_passed_on() {
     );
     assert!(upstream_header(&j, "forwarded").is_empty());
 }
+
+/// The target reaches the upstream as the client sent it where it means
+/// the path the rules matched (nginx's `proxy_pass` without a URI): an
+/// escaped `/` and a `;` keep their meaning; dot segments are removed and
+/// escaped unreserved characters decoded (RFC 3986 §6.2.2).
+#[test]
+fn the_target_passes_on_as_sent() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    for (sent, got) in [
+        ("/api/echo/a%2fb;c=d/%41?q=%2F", "/echo/a%2fb;c=d/A?q=%2F"),
+        ("/api/echo/group%2Fproject", "/echo/group%2Fproject"),
+        ("/api/echo/x/../y//z", "/echo/y/z"),
+    ] {
+        let r = s.get(sent);
+        assert_eq!(r.status, 200, "{sent}: {}", r.text());
+        assert_eq!(json(&r)["path"], got, "{sent}");
+    }
+}
+
+/// Extension methods (WebDAV's PROPFIND and MKCOL, RFC 4918) reach the
+/// upstream, as with nginx and lighttpd; the static part of the vhost
+/// still answers 501 for them.
+#[test]
+fn extension_methods_reach_the_upstream() {
+    let app = App::start("a");
+    let s = proxy_server(&[app.addr()], "", "");
+    for m in ["PROPFIND", "MKCOL"] {
+        let r = s.req(m, "/api/echo/dav/", &["Depth: 1"]);
+        assert_eq!(r.status, 200, "{m}: {}", r.text());
+        assert_eq!(json(&r)["method"], m);
+        assert_eq!(s.req(m, "/local.txt", &[]).status, 501, "{m}");
+        assert_eq!(s.req(m, "/missing.txt", &[]).status, 501, "{m}");
+    }
+}

@@ -203,6 +203,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
+    # WebDAV's extension methods (RFC 4918), for the proxy to pass on
+    do_PROPFIND = do_MKCOL = handle_any
 
 
 def handle_error(server, request, client_address):

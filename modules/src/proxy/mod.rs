@@ -207,10 +207,13 @@ impl Inner {
             }
         }
         let has_body = body.is_some();
-        // the path the rules matched (decoded, normalized: no dot segments,
-        // no doubled slashes), encoded again and mapped, as nginx maps the
-        // normalized URI; the query as received
-        let normal = tessera_core::path::encode(cx.path());
+        // the target as the client sent it where it means the path the
+        // rules matched (nginx's `proxy_pass` without a URI: `%2F` and `;`
+        // keep their meaning; dot segments are still removed), else that
+        // path (after a rewrite) encoded again; then mapped, as nginx maps
+        // the normalized URI; the query as received
+        let normal = tessera_core::path::as_sent(req.uri().path(), cx.path())
+            .unwrap_or_else(|| tessera_core::path::encode(cx.path()));
         let path = self.map(&normal);
         let query = req.uri().query();
         if let Some(up) = req.headers().get(header::UPGRADE) {
