@@ -100,16 +100,19 @@ fn is_normal(b: &[u8]) -> bool {
 }
 
 /// The raw request path as a proxy passes it on: dot segments and empty
-/// segments removed, and escapes of unreserved characters (`%41`, `%2E`)
-/// decoded (RFC 3986 §6.2.2), while every other escape (`%2F`, `%3B`, `%20`)
-/// and every literal character (`;`) stays as the client sent it, as nginx's
-/// `proxy_pass` without a URI and lighttpd's mod_proxy send the target.
-/// `Some` only when that form decodes and normalizes ([`normalize`]) to
-/// `normal`, the path the rules matched: not after a rewrite, nor where an
-/// escaped `/` (`a%2F..`) would name another path than the one checked.
+/// segments removed, escapes of unreserved characters (`%41`, `%2E`)
+/// decoded (RFC 3986 §6.2.2), and `;` escaped (`%3B`), while every other
+/// escape (`%2F`, `%20`) stays as the client sent it, as nginx's
+/// `proxy_pass` without a URI and lighttpd's mod_proxy keep them.
+/// `Some` only when that form, decoded once, is `normal`, the path the
+/// rules matched: not after a rewrite, nor where an escaped `/` would give
+/// the upstream a dot or empty segment to resolve (`/admin%2F..%2Fx`,
+/// checked as `/x`). A literal `;` is escaped because servlet containers
+/// cut path parameters before resolving dots (`/x/..;/admin`, `/admin;/s`
+/// would reach paths the rules never saw).
 /// Borrows `raw` when it is already in that form (no allocation).
 pub fn as_sent<'a>(raw: &'a str, normal: &str) -> Option<Cow<'a, str>> {
-    if raw == normal {
+    if raw == normal && !raw.contains(';') {
         return Some(Cow::Borrowed(raw));
     }
     let b = raw.as_bytes();
@@ -134,6 +137,9 @@ pub fn as_sent<'a>(raw: &'a str, normal: &str) -> Option<Cow<'a, str>> {
                 text.push_str(&raw[i..i + 3]);
             }
             i += 3;
+        } else if b[i] == b';' {
+            text.push_str("%3B");
+            i += 1;
         } else {
             let n = raw[i..].chars().next().map_or(1, char::len_utf8);
             text.push_str(&raw[i..i + n]);
@@ -154,7 +160,7 @@ pub fn as_sent<'a>(raw: &'a str, normal: &str) -> Option<Cow<'a, str>> {
     if out.is_empty() || text.ends_with('/') || text.ends_with("/.") || text.ends_with("/..") {
         out.push('/');
     }
-    (normalize(&out).ok()?.as_ref() == normal).then_some(Cow::Owned(out))
+    (decode(out.as_bytes()).ok()? == normal).then_some(Cow::Owned(out))
 }
 
 fn hex(c: u8) -> Option<u8> {
@@ -241,8 +247,9 @@ mod tests {
             let normal = normalize(raw).unwrap();
             as_sent(raw, &normal).map(Cow::into_owned)
         };
-        // as sent: reserved escapes, `;`, lower-case hex
-        assert_eq!(sent("/a/b;c=d/x").as_deref(), Some("/a/b;c=d/x"));
+        // as sent: reserved escapes, lower-case hex; `;` escaped
+        assert_eq!(sent("/a/b;c=d/x").as_deref(), Some("/a/b%3Bc=d/x"));
+        assert_eq!(sent("/x/..;/admin/s").as_deref(), Some("/x/..%3B/admin/s"));
         assert_eq!(
             sent("/api/group%2Fproject").as_deref(),
             Some("/api/group%2Fproject")
@@ -261,6 +268,16 @@ mod tests {
         // an escaped `/` that a `..` would cross names another path than
         // the one the rules saw: not passed on as sent
         assert_eq!(sent("/a%2Fb/../c"), None);
+        // nor where the upstream would find dot or empty segments that
+        // the rules never saw
+        for hidden in [
+            "/admin%2F..%2Fok",
+            "/admin%2F%2E%2E%2Fok",
+            "/a%2F%2Fb",
+            "/a%2F.%2Fb",
+        ] {
+            assert_eq!(sent(hidden), None, "{hidden}");
+        }
         // a rewritten path is not the client's
         assert_eq!(as_sent("/old/x", "/new/x"), None);
     }

@@ -266,16 +266,22 @@ fn only_the_trusted_chain_is_passed_on() {
 
 /// The target reaches the upstream as the client sent it where it means
 /// the path the rules matched (nginx's `proxy_pass` without a URI): an
-/// escaped `/` and a `;` keep their meaning; dot segments are removed and
-/// escaped unreserved characters decoded (RFC 3986 §6.2.2).
+/// escaped `/` keeps its meaning; dot segments are removed, escaped
+/// unreserved characters decoded (RFC 3986 §6.2.2) and `;` escaped. Where
+/// the form sent hides dot segments or lacks the `map-path` prefix, the
+/// matched path goes.
 #[test]
 fn the_target_passes_on_as_sent() {
     let app = App::start("a");
     let s = proxy_server(&[app.addr()], "", "");
     for (sent, got) in [
-        ("/api/echo/a%2fb;c=d/%41?q=%2F", "/echo/a%2fb;c=d/A?q=%2F"),
+        ("/api/echo/a%2fb;c=d/%41?q=%2F", "/echo/a%2fb%3Bc=d/A?q=%2F"),
+        ("/api/echo/x%2F..%2Fadmin", "/echo/admin"),
         ("/api/echo/group%2Fproject", "/echo/group%2Fproject"),
         ("/api/echo/x/../y//z", "/echo/y/z"),
+        // the map-path prefix `/api/` is not in the form sent: the matched
+        // path goes, mapped
+        ("/api%2Fecho/p;q", "/echo/p%3Bq"),
     ] {
         let r = s.get(sent);
         assert_eq!(r.status, 200, "{sent}: {}", r.text());

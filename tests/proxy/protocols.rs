@@ -124,6 +124,8 @@ fn an_upgrade_the_server_declines_keeps_its_body() {
         ("/api/name", "200", 1),
         ("/api/nowhere", "404", 12),
         ("/api/big?n=200000", "200", 200_000),
+        // an interim answer and the final one in one write
+        ("/api/early", "200", 5),
     ] {
         c.write_all(
             format!("GET {path} HTTP/1.1\r\nHost: site.test\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n").as_bytes(),

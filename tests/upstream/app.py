@@ -111,8 +111,10 @@ class Handler(BaseHTTPRequestHandler):
             self.read_body()
             self.send(200, NAME.encode())
         elif url.path == "/early":
-            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x.css>; rel=preload\r\n\r\n")
-            self.send(200, b"final")
+            # the interim and the final answer in one write: a proxy must
+            # parse what it has before reading more
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x.css>; rel=preload\r\n\r\n"
+                             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
         elif url.path == "/http10":
             self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
         elif url.path == "/served-here":

@@ -174,6 +174,14 @@ impl ModuleDecl for Proxy {
 }
 
 impl Inner {
+    /// The index of the `map-path` entry whose prefix starts `path` (the
+    /// one [`Inner::map`] applies).
+    fn map_entry(&self, path: &str) -> Option<usize> {
+        self.map_path
+            .iter()
+            .position(|(from, _)| path.starts_with(from.as_str()))
+    }
+
     /// The path sent upstream: `path` with its longest mapped prefix replaced.
     fn map<'p>(&self, path: &'p str) -> std::borrow::Cow<'p, str> {
         for (from, to) in &self.map_path {
@@ -213,6 +221,9 @@ impl Inner {
         // path (after a rewrite) encoded again; then mapped, as nginx maps
         // the normalized URI; the query as received
         let normal = tessera_core::path::as_sent(req.uri().path(), cx.path())
+            // `map-path` must take the same prefix off both forms
+            // (`/api%2Fx` is the path `/api/x` but lacks the prefix `/api/`)
+            .filter(|sent| self.map_entry(sent) == self.map_entry(cx.path()))
             .unwrap_or_else(|| tessera_core::path::encode(cx.path()));
         let path = self.map(&normal);
         let query = req.uri().query();

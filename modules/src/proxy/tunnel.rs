@@ -33,11 +33,17 @@ pub(super) async fn upgrade(
 ) -> std::io::Result<HttpResponse> {
     up.write_all(&head).await?;
     let mut buf = BytesMut::with_capacity(4096);
+    // what is buffered is parsed before more is read: an interim answer
+    // and the final one may come in one read
+    let mut read = true;
     let (status, headers, len) = loop {
-        let n = up.read_buf(&mut buf).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        if read {
+            let n = up.read_buf(&mut buf).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
         }
+        read = true;
         let mut slots = [httparse::EMPTY_HEADER; 64];
         let mut res = httparse::Response::new(&mut slots);
         match res.parse(&buf) {
@@ -48,6 +54,7 @@ pub(super) async fn upgrade(
             {
                 // an interim answer (100, 103): the final one follows
                 buf.advance(len);
+                read = buf.is_empty();
                 continue;
             }
             Ok(httparse::Status::Complete(len)) => {
