@@ -44,6 +44,12 @@ fn scripts(d: &TempDir) {
     );
     // writes while it reads: a body larger than the pipes needs both ways
     // to flow at once
+    // the length of its GET body, and no body for HEAD (RFC 3875 §4.3.3)
+    script(
+        d,
+        "www/head.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\nContent-Length: 5\\r\\n\\r\\n'\n[ \"$REQUEST_METHOD\" = HEAD ] || printf hello\n",
+    );
     script(
         d,
         "www/cat.cgi",
@@ -451,4 +457,19 @@ fn an_internal_redirect_from_an_alias_starts_from_the_vhost_root() {
     let r = s.get("/aliascg/loc.sh?/aaaaaaa../up.sh");
     assert_ne!(r.text(), "ESCAPED");
     assert!(!s.stderr().contains("panicked"), "{}", s.stderr());
+}
+
+/// A script that answers HEAD as RFC 3875 §4.3.3 asks (its GET's
+/// Content-Length, no body) is not cut off as short: the connection goes
+/// on to the next request.
+#[test]
+fn a_head_answer_without_its_body_keeps_the_connection() {
+    let s = Server::start(&config(""), scripts);
+    let out = s.raw(
+        b"HEAD /head.cgi HTTP/1.1\r\nHost: site.test\r\n\r\nGET /head.cgi HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_eq!(text.matches("HTTP/1.1 200").count(), 2, "{text}");
+    assert!(text.contains("hello"), "{text}");
 }

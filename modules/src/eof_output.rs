@@ -228,6 +228,11 @@ impl<R: AsyncRead + Unpin> Stream for Output<R> {
 pub(crate) fn declared_length(head: &[u8]) -> Result<Option<u64>, &'static str> {
     let mut found = None;
     for line in head.split(|&b| b == b'\n') {
+        // a line that starts with white space continues the field before
+        // it (obs-fold, RFC 9112 §5.2): never a field of its own
+        if line.first().is_some_and(|&b| b == b' ' || b == b'\t') {
+            continue;
+        }
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             continue;
         };
@@ -380,6 +385,7 @@ mod tests {
             Ok(Some(12))
         );
         assert_eq!(declared_length(b"X-Content-Length: 3"), Ok(None));
+        assert_eq!(declared_length(b"X-A: a\r\n Content-Length: 3"), Ok(None));
         assert_eq!(
             declared_length(b"Content-Length: 3\nContent-Length: 3"),
             Ok(Some(3))

@@ -142,16 +142,20 @@ impl<P: Protocol> SocketApp<P> {
                 Ok(r) => r,
                 Err(r) => return r,
             };
-        match eof_output::declared_length(&head) {
-            Ok(Some(n)) => out.expect(n),
-            Ok(None) => {}
+        let declared = match eof_output::declared_length(&head) {
+            Ok(d) => d,
             Err(why) => {
                 tracing::error!(upstream = %self.upstream.name, "{}: {why}", P::NAME);
                 return error_response(StatusCode::BAD_GATEWAY);
             }
-        }
+        };
         match Head::parse(&head) {
             Ok(head) => {
+                if let Some(n) =
+                    declared.filter(|_| gateway::body_follows(cx, &head, &self.sendfile))
+                {
+                    out.expect(n);
+                }
                 gateway::respond(cx, head, gateway::streamed(out), &self.sendfile).into_response()
             }
             Err(why) => {

@@ -245,7 +245,14 @@ fn the_applications_content_length_is_held_to() {
     let r = s.get("/cl_long.php");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), "012");
-    assert_eq!(s.req("HEAD", "/cl_short.php", &[]).status, 200);
+    // HEAD: what a GET would carry, the declared length or none (RFC 9110
+    // §9.3.2, §8.6), never a length of 0 that GET would not send
+    let r = s.req("HEAD", "/cl_short.php", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("100"));
+    let r = s.req("HEAD", "/index.php", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), None);
     let raw = s.raw(b"GET /cl_stream.php HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
     let text = String::from_utf8_lossy(&raw);
     let complete = text.starts_with("HTTP/1.1 200") && text.ends_with("\r\n0\r\n\r\n");

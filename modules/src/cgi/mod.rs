@@ -349,14 +349,13 @@ impl Cgi {
                 });
             }
         };
-        match declared_length(&head) {
-            Ok(Some(n)) => out.expect(n),
-            Ok(None) => {}
+        let declared = match declared_length(&head) {
+            Ok(d) => d,
             Err(why) => {
                 tracing::error!(script = %p.script(), "cgi: {why}");
                 return error_response(StatusCode::INTERNAL_SERVER_ERROR);
             }
-        }
+        };
         // a non-parsed-header script gives the status line itself (RFC 3875
         // §5); it is parsed like the rest, and the engine frames the body
         let nph = script
@@ -374,6 +373,9 @@ impl Cgi {
                 return error_response(StatusCode::INTERNAL_SERVER_ERROR);
             }
         };
+        if let Some(n) = declared.filter(|_| gateway::body_follows(cx, &head, &self.sendfile)) {
+            out.expect(n);
+        }
         let body = CgiBody { out, process: p };
         gateway::respond(cx, head, gateway::streamed(body), &self.sendfile).into_response()
     }

@@ -217,17 +217,21 @@ impl FastCgi {
             let mut answer = answer;
             // the head's Content-Length holds where the application's body
             // is sent: a shorter body never looks complete (RFC 9112 §8)
-            let sends_body = *cx.method() != Method::HEAD
-                && !head.status.is_informational()
-                && !matches!(
-                    head.status,
-                    StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
-                )
-                && head.local_redirect.is_none()
-                && !(self.sendfile.is_on()
-                    && (head.sendfile.is_some() || head.accel_redirect.is_some()));
-            if sends_body {
+            if gateway::body_follows(cx, &head, &self.sendfile) {
                 answer.due = answer.declared;
+            } else if *cx.method() == Method::HEAD {
+                // what a GET would carry: the declared length, else none
+                // (it would stream); the answer is read to its end first,
+                // so that a kept connection goes back to the pool
+                let declared = answer.declared;
+                let _ = answer.take_whole();
+                return match declared {
+                    Some(n) => {
+                        gateway::respond(cx, head, crate::static_file::HeadBody(n), &self.sendfile)
+                    }
+                    None => gateway::respond(cx, head, gateway::streamed(answer), &self.sendfile),
+                }
+                .into_response();
             }
             // a small answer often comes whole with its head: sent with its
             // length, without chunked framing or a stream to poll

@@ -552,6 +552,22 @@ where
     Reply::Response(r)
 }
 
+/// Whether the back end's own body goes to the client after `head`, so
+/// that its declared `Content-Length` must hold (RFC 9112 §6.3): not in
+/// answer to HEAD (no body, RFC 9110 §9.3.2), nor for 1xx, 204 and 304
+/// (RFC 9110 §6.4.1), a local redirect, or an answer that X-Sendfile or
+/// X-Accel-Redirect replaces.
+pub fn body_follows(cx: &Ctx<'_>, head: &Head, sendfile: &XSendfile) -> bool {
+    *cx.method() != tessera_core::actix_web::http::Method::HEAD
+        && !head.status.is_informational()
+        && !matches!(
+            head.status,
+            StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+        )
+        && head.local_redirect.is_none()
+        && !(sendfile.is_on() && (head.sendfile.is_some() || head.accel_redirect.is_some()))
+}
+
 /// A back end's body stream as a response body (chunked, or closed at its
 /// end for HTTP/1.0), for [`respond`].
 pub fn streamed<S, E>(body: S) -> BodyStream<S>
