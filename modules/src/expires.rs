@@ -480,9 +480,15 @@ impl Expires {
         }
         // the extensions (a map) are looked at only when the field is absent
         let ext;
+        // a multipart 206 is of the type of its parts (RFC 9110 §15.3.7.2)
         let ct = match res.headers().get(header::CONTENT_TYPE) {
-            Some(v) => Some(v),
-            None => {
+            Some(v)
+                if !(res.status() == StatusCode::PARTIAL_CONTENT
+                    && v.as_bytes().starts_with(b"multipart/byteranges")) =>
+            {
+                Some(v)
+            }
+            _ => {
                 ext = res.extensions();
                 ext.get::<crate::static_file::NotModifiedType>()
                     .map(|t| &t.0)

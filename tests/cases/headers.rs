@@ -419,3 +419,33 @@ fn b41_one_coherent_cache_policy() {
         assert!(unix(http_date(e)) < unix(http_date(r.header("date").unwrap())));
     }
 }
+
+/// A 206 carries the Cache-Control and Expires a 200 would (RFC 9110
+/// §15.3.7): a multipart one too, whose own Content-Type is
+/// `multipart/byteranges`, not the file's.
+#[test]
+fn a_multipart_206_keeps_the_expiry_of_its_type() {
+    let s = Server::site(
+        "\"expires\", \"static-file\"",
+        "[vhost.expires]\nmime-types = { \"text/\" = \"access plus 1 days\" }\n",
+        |d| {
+            d.write("www/x.css", &"a".repeat(100));
+        },
+    );
+    for range in [None, Some("bytes=0-9"), Some("bytes=0-9,20-29")] {
+        let headers: Vec<String> = range.iter().map(|r| format!("Range: {r}")).collect();
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let r = s.req("GET", "/x.css", &headers);
+        assert!(
+            r.status == 200 || r.status == 206,
+            "{range:?}: {}",
+            r.status
+        );
+        assert_eq!(
+            r.header_all("cache-control"),
+            ["max-age=86400"],
+            "{range:?}"
+        );
+        assert_eq!(r.header_all("expires").len(), 1, "{range:?}");
+    }
+}

@@ -77,11 +77,13 @@ pub struct Representation<'a> {
     pub headers: &'a [(HeaderName, HeaderValue)],
 }
 
-/// In the extensions of a 304 from static-file: the Content-Type the 200 would
-/// have carried. A 304 sends none (RFC 9110 §15.4.5), but response-phase
-/// modules that choose by type (expires `mime-types`) must still apply, so
-/// that the cache's stored Cache-Control and Expires are refreshed (RFC 9111
-/// §4.3.4).
+/// In the extensions of a 304 or a multipart 206 from static-file: the
+/// Content-Type the 200 would have carried. A 304 sends none (RFC 9110
+/// §15.4.5) and a multipart 206 sends `multipart/byteranges`, but
+/// response-phase modules that choose by type (expires `mime-types`) must
+/// still apply: a 206 carries the Cache-Control and Expires a 200 would
+/// (RFC 9110 §15.3.7), and a 304 refreshes the cache's stored ones (RFC
+/// 9111 §4.3.4).
 #[derive(Debug, Clone)]
 pub struct NotModifiedType(pub HeaderValue);
 
@@ -258,6 +260,7 @@ pub(super) fn respond(
             if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={b}")) {
                 r.headers_mut().insert(header::CONTENT_TYPE, v);
             }
+            r.extensions_mut().insert(NotModifiedType(ctype));
             r
         }
         RangeRequest::Ignore => {
