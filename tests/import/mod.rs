@@ -203,8 +203,10 @@ impl Drop for Lighttpd {
     fn drop(&mut self) {
         // SIGTERM first: lighttpd then stops the back ends it spawned
         // (php-cgi), which a SIGKILL would leave running
+        // quiet: lighttpd may have exited already
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
+            .stderr(std::process::Stdio::null())
             .status();
         for _ in 0..250 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
