@@ -73,6 +73,11 @@ impl Head {
             if line.is_empty() {
                 continue;
             }
+            // a continuation line (obs-fold): refused, as RFC 9112 §5.2
+            // lets a gateway do, rather than read as a field of its own
+            if line.starts_with([' ', '\t']) {
+                return Err("a folded header line (obs-fold)");
+            }
             let (k, v) = line
                 .split_once(':')
                 .ok_or("a header line without a colon")?;
@@ -155,6 +160,20 @@ mod tests {
         assert!(Head::parse(b"Status: 99").is_err());
         assert_eq!(find_end(b"A: b\n\nbody"), Some((4, 2)));
         assert_eq!(find_end(b"A: b\r\n\r\nbody"), Some((4, 4)));
+    }
+
+    #[test]
+    fn a_folded_line_is_refused() {
+        for head in [
+            &b"X-A: a\r\n Location: /files/a.txt"[..],
+            b"X-A: a\r\n\tStatus: 403 Nope",
+            b"X-Long: part1\n part2",
+        ] {
+            assert_eq!(
+                Head::parse(head).err(),
+                Some("a folded header line (obs-fold)")
+            );
+        }
     }
 
     #[test]
