@@ -264,26 +264,43 @@ fn only_the_trusted_chain_is_passed_on() {
     assert!(upstream_header(&j, "forwarded").is_empty());
 }
 
-/// The target reaches the upstream as the client sent it where it means
-/// the path the rules matched (nginx's `proxy_pass` without a URI): an
-/// escaped `/` keeps its meaning; dot segments are removed, escaped
-/// unreserved characters decoded (RFC 3986 §6.2.2) and `;` escaped. Where
-/// the form sent hides dot segments or lacks the `map-path` prefix, the
-/// matched path goes.
+/// Without `map-path`, the target reaches the upstream as the client sent
+/// it where, decoded once, it is the path the rules matched (nginx's
+/// `proxy_pass` without a URI): an escaped `/` keeps its meaning; dot
+/// segments are removed, escaped unreserved characters decoded (RFC 3986
+/// §6.2.2) and `;` escaped. Where the form sent hides dot segments, the
+/// matched path goes. With `map-path`, the matched (decoded) path is
+/// mapped and encoded again, as nginx's `proxy_pass` with a URI part.
 #[test]
 fn the_target_passes_on_as_sent() {
     let app = App::start("a");
-    let s = proxy_server(&[app.addr()], "", "");
+    let plain = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"proxy\"]\n[vhost.proxy]\nupstream = \"app\"\n",
+            app.addr()
+        ),
+        |d| {
+            d.mkdir("www");
+        },
+    );
     for (sent, got) in [
-        ("/api/echo/a%2fb;c=d/%41?q=%2F", "/echo/a%2fb%3Bc=d/A?q=%2F"),
-        ("/api/echo/x%2F..%2Fadmin", "/echo/admin"),
-        ("/api/echo/group%2Fproject", "/echo/group%2Fproject"),
-        ("/api/echo/x/../y//z", "/echo/y/z"),
-        // the map-path prefix `/api/` is not in the form sent: the matched
-        // path goes, mapped
+        ("/echo/a%2fb;c=d/%41?q=%2F", "/echo/a%2fb%3Bc=d/A?q=%2F"),
+        ("/echo/group%2Fproject", "/echo/group%2Fproject"),
+        ("/echo/x/../y//z", "/echo/y/z"),
+        // dots behind escaped slashes: the path the rules saw
+        ("/echo/x%2F..%2Fadmin", "/echo/admin"),
+    ] {
+        let r = plain.get(sent);
+        assert_eq!(r.status, 200, "{sent}: {}", r.text());
+        assert_eq!(json(&r)["path"], got, "{sent}");
+    }
+    let mapped = proxy_server(&[app.addr()], "", "");
+    for (sent, got) in [
+        ("/api/echo/a%2fb;c=d/%41?q=%2F", "/echo/a/b%3Bc=d/A?q=%2F"),
+        // the prefix `/api/` only after decoding: still mapped
         ("/api%2Fecho/p;q", "/echo/p%3Bq"),
     ] {
-        let r = s.get(sent);
+        let r = mapped.get(sent);
         assert_eq!(r.status, 200, "{sent}: {}", r.text());
         assert_eq!(json(&r)["path"], got, "{sent}");
     }
@@ -302,5 +319,34 @@ fn extension_methods_reach_the_upstream() {
         assert_eq!(json(&r)["method"], m);
         assert_eq!(s.req(m, "/local.txt", &[]).status, 501, "{m}");
         assert_eq!(s.req(m, "/missing.txt", &[]).status, 501, "{m}");
+    }
+}
+
+/// After a back end's internal redirect (a local `Location`, RFC 3875
+/// §6.2.2), the request continues as a GET with the query the redirect
+/// named: the proxy sends that method and query, not the client's.
+#[test]
+fn an_internal_redirect_reaches_the_upstream_as_a_get_with_its_query() {
+    let app = App::start("a");
+    let s = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"cgi\", \"static-file\"]\n[vhost.cgi]\nassign = {{ \".cgi\" = \"\" }}\n\n[[vhost.rule]]\nmatch = {{ path-prefix = \"/p/\" }}\n[vhost.rule.proxy]\nupstream = \"app\"\nmap-path = {{ \"/p/\" = \"/echo/\" }}\n",
+            app.addr()
+        ),
+        |d| {
+            let p = d.write(
+                "www/go.cgi",
+                "#!/bin/sh\nprintf 'Location: /p/target?new=1\\r\\n\\r\\n'\n",
+            );
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        },
+    );
+    for (method, headers) in [("GET", &[][..]), ("POST", &["Content-Length: 0"][..])] {
+        let r = s.req(method, "/go.cgi?old=1", headers);
+        assert_eq!(r.status, 200, "{method}: {}", r.text());
+        let j = json(&r);
+        assert_eq!(j["method"], "GET", "{method}");
+        assert_eq!(j["path"], "/echo/target?new=1", "{method}");
     }
 }

@@ -174,6 +174,29 @@ impl ModuleDecl for Proxy {
 }
 
 impl Inner {
+    /// The path of the request line sent upstream. With a `map-path` entry
+    /// for the path the rules matched, that path mapped (keys and
+    /// replacements are decoded paths) and encoded again, as nginx's
+    /// `proxy_pass` with a URI part replaces the prefix of the normalized
+    /// URI; otherwise the target as the client sent it where it decodes to
+    /// the matched path (`proxy_pass` without a URI: `%2F` keeps its
+    /// meaning; see [`tessera_core::path::as_sent`]), else the matched path
+    /// encoded again (after a rewrite, or where the form sent hides dot
+    /// segments). A path that needs neither mapping nor encoding is
+    /// borrowed.
+    fn target_path<'c>(&self, cx: &'c Ctx<'_>) -> std::borrow::Cow<'c, str> {
+        let path = cx.path();
+        if self.map_entry(path).is_some() {
+            let mapped = self.map(path);
+            if let std::borrow::Cow::Owned(s) = tessera_core::path::encode(&mapped) {
+                return std::borrow::Cow::Owned(s);
+            }
+            return mapped;
+        }
+        tessera_core::path::as_sent(cx.req.uri().path(), path)
+            .unwrap_or_else(|| tessera_core::path::encode(path))
+    }
+
     /// The index of the `map-path` entry whose prefix starts `path` (the
     /// one [`Inner::map`] applies).
     fn map_entry(&self, path: &str) -> Option<usize> {
@@ -215,18 +238,9 @@ impl Inner {
             }
         }
         let has_body = body.is_some();
-        // the target as the client sent it where it means the path the
-        // rules matched (nginx's `proxy_pass` without a URI: `%2F` and `;`
-        // keep their meaning; dot segments are still removed), else that
-        // path (after a rewrite) encoded again; then mapped, as nginx maps
-        // the normalized URI; the query as received
-        let normal = tessera_core::path::as_sent(req.uri().path(), cx.path())
-            // `map-path` must take the same prefix off both forms
-            // (`/api%2Fx` is the path `/api/x` but lacks the prefix `/api/`)
-            .filter(|sent| self.map_entry(sent) == self.map_entry(cx.path()))
-            .unwrap_or_else(|| tessera_core::path::encode(cx.path()));
-        let path = self.map(&normal);
-        let query = req.uri().query();
+        let path = self.target_path(cx);
+        // the query as received, or the one an internal redirect named
+        let query = Some(cx.query()).filter(|q| !q.is_empty());
         if let Some(up) = req.headers().get(header::UPGRADE) {
             use tessera_core::actix_web::HttpMessage;
             if !has_body
@@ -250,9 +264,10 @@ impl Inner {
             }
         }
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
-        let head_only = req.method() == tessera_core::actix_web::http::Method::HEAD;
+        // the method as received, or GET after an internal redirect
+        let head_only = *cx.method() == tessera_core::actix_web::http::Method::HEAD;
         let mut tried: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
-        let idempotent = is_idempotent(req.method());
+        let idempotent = is_idempotent(cx.method());
         let mut stale_retried = false;
         // when every server has failed, the last failure's status: a connect
         // timeout is 504 as in nginx, not "no server left" (502)
@@ -331,7 +346,7 @@ impl Inner {
     /// keep-alive, and the blank line (framing fields are added by the
     /// client).
     fn request_head(&self, cx: &Ctx<'_>, (path, query): (&str, Option<&str>), i: usize) -> Vec<u8> {
-        let method = cx.req.method().as_str();
+        let method = cx.method().as_str();
         let mut head = Vec::with_capacity(512 + path.len() + query.map_or(0, str::len));
         head.extend_from_slice(method.as_bytes());
         head.push(b' ');
@@ -496,18 +511,16 @@ impl Module for Proxy {
     /// `content_async` would send the request, and the target it would send.
     fn explain(&self, cx: &Ctx<'_>) -> Option<String> {
         let inner = self.inner.as_ref()?;
-        let mut target = inner
-            .map(&tessera_core::path::encode(cx.path()))
-            .into_owned();
-        if let Some(q) = cx.req.uri().query() {
+        let mut target = inner.target_path(cx).into_owned();
+        if !cx.query().is_empty() {
             target.push('?');
-            target.push_str(q);
+            target.push_str(cx.query());
         }
         let client = cx.req.peer_addr().map(|a| a.ip());
         Some(format!(
             "{}, {} {target}",
             inner.upstream.describe(client),
-            cx.req.method()
+            cx.method()
         ))
     }
 }
