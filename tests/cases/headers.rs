@@ -429,7 +429,7 @@ fn a_multipart_206_keeps_the_expiry_of_its_type() {
         "\"expires\", \"static-file\"",
         "[vhost.expires]\nmime-types = { \"text/\" = \"access plus 1 days\" }\n",
         |d| {
-            d.write("www/x.css", &"a".repeat(100));
+            d.write("www/x.css", "a".repeat(100));
         },
     );
     for range in [None, Some("bytes=0-9"), Some("bytes=0-9,20-29")] {
