@@ -271,6 +271,9 @@ fn status_module_text_prometheus_and_access() {
     assert_eq!(s.get("/closed-status").status, 403);
     let r = s.req("POST", "/server-status", &["Content-Length: 0"]);
     assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD")));
+    // a refused client learns nothing of the endpoint, not even its methods
+    let r = s.req("POST", "/closed-status", &["Content-Length: 0"]);
+    assert_eq!((r.status, r.header("allow")), (403, None));
 }
 
 /// Resident kB of the read-only mappings of `pid`'s executable

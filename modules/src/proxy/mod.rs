@@ -260,7 +260,9 @@ impl Inner {
                     target.push('?');
                     target.push_str(q);
                 }
-                return self.upgrade(req, &target, headers, up.clone()).await;
+                return self
+                    .upgrade(req, cx.method(), &target, headers, up.clone())
+                    .await;
             }
         }
         let client_ip: Option<IpAddr> = req.peer_addr().map(|a| a.ip());
@@ -372,10 +374,12 @@ impl Inner {
     }
 
     /// An `Upgrade` request (WebSocket): its own connection to a server, and
-    /// the tunnel after a 101 (see [`tunnel`]).
+    /// the tunnel after a 101 (see [`tunnel`]). `method` is the request's, or
+    /// GET after an internal redirect ([`Ctx::method`]).
     async fn upgrade(
         &self,
         req: &tessera_core::actix_web::HttpRequest,
+        method: &tessera_core::actix_web::http::Method,
         target: &str,
         mut headers: HeaderMap,
         upgrade: HeaderValue,
@@ -390,7 +394,7 @@ impl Inner {
             }
         }
         let mut head = Vec::with_capacity(512);
-        head.extend_from_slice(req.method().as_str().as_bytes());
+        head.extend_from_slice(method.as_str().as_bytes());
         head.push(b' ');
         head.extend_from_slice(target.as_bytes());
         head.extend_from_slice(b" HTTP/1.1\r\n");
@@ -410,7 +414,7 @@ impl Inner {
             Err(status) => return error_response(status),
         };
         let idle = Duration::from_secs(u.read_timeout);
-        let head_only = req.method() == tessera_core::actix_web::http::Method::HEAD;
+        let head_only = *method == tessera_core::actix_web::http::Method::HEAD;
         match tokio::time::timeout(idle, tunnel::upgrade(up, head, idle, head_only)).await {
             Ok(Ok(r)) => {
                 pick.succeeded();

@@ -352,15 +352,8 @@ impl Module for Status {
     }
 
     fn on_request(&self, cx: &mut Ctx<'_>) -> Outcome {
-        let m = cx.method();
-        if m != tessera_core::actix_web::http::Method::GET
-            && m != tessera_core::actix_web::http::Method::HEAD
-        {
-            let mut r = error_response(StatusCode::METHOD_NOT_ALLOWED);
-            r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return Outcome::Respond(r);
-        }
+        // the address check comes first: a refused client learns nothing of
+        // the endpoint, not even the methods it allows
         if !self.allow.is_empty() {
             let ok = cx
                 .req
@@ -369,6 +362,15 @@ impl Module for Status {
             if !ok {
                 return Outcome::Respond(error_response(StatusCode::FORBIDDEN));
             }
+        }
+        let m = cx.method();
+        if m != tessera_core::actix_web::http::Method::GET
+            && m != tessera_core::actix_web::http::Method::HEAD
+        {
+            let mut r = error_response(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return Outcome::Respond(r);
         }
         let format = match cx
             .query()
