@@ -282,27 +282,50 @@ fn is_known_method(m: &Method) -> bool {
 /// Checks of RFC 9110/9112 that come before any module: returns the response to
 /// send instead of running the pipeline.
 pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Option<HttpResponse> {
+    checked_host(req, limits).err()
+}
+
+/// [`protocol_check`], giving the host of a request that passes (what
+/// [`request_host`] gives, found in the same pass), or the response to send
+/// instead of running the pipeline.
+// the error is the response to send, moved out once: boxing it would cost an
+// allocation per refusal
+#[allow(clippy::result_large_err)]
+fn checked_host<'r>(
+    req: &'r HttpRequest,
+    limits: &ServerSettings,
+) -> Result<Option<&'r str>, HttpResponse> {
     // RFC 9110 §15.5.15: a request target longer than we accept is 414.
     if req.uri().path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
-        return Some(error_response(StatusCode::URI_TOO_LONG));
+        return Err(error_response(StatusCode::URI_TOO_LONG));
+    }
+    // One pass over the fields (this runs on every request): their size, the
+    // Content-Length fields and the Host fields.
+    let mut size = 0usize;
+    let (mut lengths, mut length) = (0u8, None);
+    let (mut n, mut host_ok, mut host) = (0u8, true, None);
+    for (k, v) in req.headers().iter() {
+        size += k.as_str().len() + v.len() + 4;
+        if *k == header::HOST {
+            n = n.saturating_add(1);
+            host_ok &= crate::vhost::valid_host_bytes(v.as_bytes());
+            host = Some(v);
+        } else if *k == header::CONTENT_LENGTH {
+            lengths = lengths.saturating_add(1);
+            length = Some(v);
+        }
     }
     // RFC 6585 §5: header fields larger than we accept are 431.
-    let head: usize = req
-        .headers()
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum();
-    if head > limits.max_request_header_size {
-        return Some(error_response(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+    if size > limits.max_request_header_size {
+        return Err(error_response(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }
-    // RFC 9110 §15.5.14: a body larger than we accept is 413 (bodies are
-    // announced by Content-Length; chunked bodies are never read).
-    let mut lengths = req.headers().get_all(header::CONTENT_LENGTH);
-    if let Some(len) = lengths.next() {
+    // RFC 9110 §15.5.14: a body larger than we accept is 413 (a chunked body
+    // is held to the same limit as it streams).
+    if let Some(len) = length {
         // RFC 9112 §6.3: a second Content-Length is a framing error
         // (Tessera's engine refuses it while parsing; HTTP/2 lets it through)
-        if lengths.next().is_some() {
-            return Some(error_response(StatusCode::BAD_REQUEST));
+        if lengths > 1 {
+            return Err(error_response(StatusCode::BAD_REQUEST));
         }
         if len
             .to_str()
@@ -310,30 +333,27 @@ pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Opti
             .and_then(|l| l.trim().parse::<u64>().ok())
             .is_some_and(|l| l > limits.max_body_size)
         {
-            return Some(error_response(StatusCode::PAYLOAD_TOO_LARGE));
+            return Err(error_response(StatusCode::PAYLOAD_TOO_LARGE));
         }
     }
-    let hosts = req.headers().get_all(header::HOST);
-    let mut n = 0;
-    for h in hosts {
-        n += 1;
-        // RFC 9112 §3.2: more than one Host, or an invalid one, is 400. An
-        // absolute-form target's authority wins over Host, but Host must still
-        // be well-formed.
-        if n > 1 || !h.to_str().is_ok_and(crate::vhost::valid_host) {
-            return Some(error_response(StatusCode::BAD_REQUEST));
-        }
+    // RFC 9112 §3.2: more than one Host, or an invalid one, is 400. An
+    // absolute-form target's authority wins over Host, but Host must still be
+    // well-formed.
+    if n > 1 || !host_ok {
+        return Err(error_response(StatusCode::BAD_REQUEST));
     }
     if n == 0 && req.uri().authority().is_none() && req.version() >= Version::HTTP_11 {
         // RFC 9112 §3.2: an HTTP/1.1 request without Host is 400.
-        return Some(error_response(StatusCode::BAD_REQUEST));
+        return Err(error_response(StatusCode::BAD_REQUEST));
     }
     if let Some(a) = req.uri().authority() {
         if !crate::vhost::valid_host(a.as_str()) {
-            return Some(error_response(StatusCode::BAD_REQUEST));
+            return Err(error_response(StatusCode::BAD_REQUEST));
         }
+        return Ok(Some(a.as_str()));
     }
-    None
+    // a valid host is visible ASCII
+    Ok(host.and_then(|h| h.to_str().ok()))
 }
 
 /// Runs one request through the pipeline of its vhost, synchronously: the
@@ -378,15 +398,14 @@ pub(crate) async fn respond_observed<O: Observe>(
     selected: Option<usize>,
 ) -> HttpResponse {
     let began = Instant::now();
-    let early = protocol_check(req, &cfg.server);
+    let (early, host) = match checked_host(req, &cfg.server) {
+        Ok(host) => (None, host),
+        Err(refused) => (Some(refused), None),
+    };
     let vhost = match selected {
         Some(i) if early.is_none() => &cfg.vhosts.all()[i],
         _ => cfg.vhosts.select_on(
-            if early.is_some() {
-                None
-            } else {
-                request_host(req)
-            },
+            host,
             Some(req.app_config().local_addr()),
             req.app_config().secure(),
         ),

@@ -369,40 +369,50 @@ pub fn strip_port(host: &str) -> &str {
 /// (RFC 9110 §7.2, RFC 3986 §3.2.2): reg-name characters, or an IP literal in
 /// brackets, then an optional decimal port. RFC 9112 §3.2: an invalid Host is 400.
 pub fn valid_host(host: &str) -> bool {
-    let b = host.as_bytes();
-    if b.is_empty() {
-        return false;
+    valid_host_bytes(host.as_bytes())
+}
+
+/// [`valid_host`] on a field value's bytes, in one pass (it runs on every
+/// request): bytes outside ASCII are never valid.
+pub fn valid_host_bytes(b: &[u8]) -> bool {
+    let mut i = 0;
+    if b.first() == Some(&b'[') {
+        // an IP literal: hex digits, ':' and '.', non-empty
+        i = 1;
+        while i < b.len() && (b[i].is_ascii_hexdigit() || b[i] == b':' || b[i] == b'.') {
+            i += 1;
+        }
+        if i == 1 || b.get(i) != Some(&b']') {
+            return false;
+        }
+        i += 1;
+    } else {
+        // RFC 9110 §4.2.1: an empty host is invalid
+        while i < b.len() && HOST_BYTE[usize::from(b[i])] {
+            i += 1;
+        }
+        if i == 0 {
+            return false;
+        }
     }
-    let (name, port) = if b[0] == b'[' {
-        match b.iter().position(|&c| c == b']') {
-            Some(i) => {
-                let inner = &host[1..i];
-                if inner.is_empty()
-                    || !inner
-                        .bytes()
-                        .all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.')
-                {
+    match b[i..].split_first() {
+        None => true,
+        // the port is a 16-bit decimal number (leading zeros allowed)
+        Some((b':', digits)) if !digits.is_empty() => {
+            let mut port = 0u32;
+            for &d in digits {
+                if !d.is_ascii_digit() {
                     return false;
                 }
-                (&host[..=i], &host[i + 1..])
+                port = port * 10 + u32::from(d - b'0');
+                if port > u32::from(u16::MAX) {
+                    return false;
+                }
             }
-            None => return false,
+            true
         }
-    } else {
-        match b.iter().position(|&c| c == b':') {
-            Some(i) => (&host[..i], &host[i..]),
-            None => (host, ""),
-        }
-    };
-    // RFC 9110 §4.2.1: an empty host is invalid; the port is a 16-bit number.
-    let port_ok = port.is_empty()
-        || (port.len() > 1
-            && port.as_bytes()[0] == b':'
-            && port[1..].bytes().all(|c| c.is_ascii_digit())
-            && port[1..].parse::<u16>().is_ok());
-    let name_ok = !name.is_empty()
-        && (name.starts_with('[') || name.bytes().all(|c| HOST_BYTE[usize::from(c)]));
-    port_ok && name_ok
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -582,6 +592,49 @@ mod tests {
             "", "a b", "a/b", "a.b:", "a.b:x", "[::1", "[zz]", "a@b", "a:1:2",
         ] {
             assert!(!valid_host(bad), "{bad}");
+        }
+        // the one-pass check agrees with the field syntax it replaced
+        // (name up to the first ':', then a u16 port)
+        fn reference(host: &str) -> bool {
+            let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+                let Some(i) = rest.find(']') else {
+                    return false;
+                };
+                let inner = &rest[..i];
+                if inner.is_empty()
+                    || !inner
+                        .bytes()
+                        .all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.')
+                {
+                    return false;
+                }
+                ("[", &rest[i + 1..])
+            } else {
+                match host.find(':') {
+                    Some(i) => (&host[..i], &host[i..]),
+                    None => (host, ""),
+                }
+            };
+            let port_ok = port.is_empty()
+                || (port.len() > 1
+                    && port.starts_with(':')
+                    && port[1..].bytes().all(|c| c.is_ascii_digit())
+                    && port[1..].parse::<u16>().is_ok());
+            let name_ok = !name.is_empty()
+                && (name == "[" || name.bytes().all(|c| HOST_BYTE[usize::from(c)]));
+            port_ok && name_ok
+        }
+        let parts = [
+            "", "a", "B.c", "[", "]", "::1", ":", "80", "65535", "65536", "0080", "x", ".", "é",
+            " ", "[::1]", "%", "@",
+        ];
+        for a in parts {
+            for b in parts {
+                for c in ["", ":", ":80", ":000000000000080", ":99999", "]"] {
+                    let h = format!("{a}{b}{c}");
+                    assert_eq!(valid_host(&h), reference(&h), "{h:?}");
+                }
+            }
         }
         assert_eq!(strip_port("a:80"), "a");
         assert_eq!(strip_port("[::1]:80"), "[::1]");
