@@ -33,27 +33,46 @@ pub struct RunOptions {
 /// A listen address that cannot be bound (in use, no permission), or a pid file
 /// that cannot be written.
 pub async fn run(rt: Arc<Runtime>, opts: RunOptions) -> std::io::Result<()> {
+    let app_rt = rt.clone();
+    let service = move || {
+        let rt = app_rt.clone();
+        fn_service(move |sreq: ServiceRequest| crate::request::dispatch(&rt, sreq))
+    };
+    // two app types, so that without spans no middleware runs at all
+    // (actix-web's `Condition` costs an allocation and two polls a request)
+    if rt.current.load().server.request_spans {
+        serve(rt, opts, move || {
+            App::new()
+                .wrap(tracing_actix_web::TracingLogger::default())
+                .default_service(service())
+        })
+        .await
+    } else {
+        serve(rt, opts, move || App::new().default_service(service())).await
+    }
+}
+
+/// [`run`] with the app that `make_app` builds for each worker.
+async fn serve<F, T, B>(rt: Arc<Runtime>, opts: RunOptions, make_app: F) -> std::io::Result<()>
+where
+    F: Fn() -> App<T> + Send + Clone + 'static,
+    T: actix_service::ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = actix_web::dev::ServiceResponse<B>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
+    B: MessageBody + 'static,
+{
     use actix::Actor;
     use actix_rt::signal::unix::{signal, SignalKind};
     let cfg = rt.current.load_full();
     let s = &cfg.server;
-    let spans = s.request_spans;
     let workers = if s.workers == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         s.workers
-    };
-    let app_rt = rt.clone();
-    let make_app = move || {
-        let rt = app_rt.clone();
-        App::new()
-            .wrap(actix_web::middleware::Condition::new(
-                spans,
-                tracing_actix_web::TracingLogger::default(),
-            ))
-            .default_service(fn_service(move |sreq: ServiceRequest| {
-                crate::request::dispatch(&rt, sreq)
-            }))
     };
     let mut builder = actix_server::ServerBuilder::default()
         .workers(workers)
