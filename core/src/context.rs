@@ -34,7 +34,9 @@ pub struct Ctx<'a> {
     pub notes: Notes,
     /// Per-request state of modules, kept until the log phase is over.
     pub ext: Extensions,
-    body: Option<crate::request_body::RequestBody>,
+    // boxed: most requests have none, and an inline one would take 136
+    // bytes of every asynchronous request's future
+    body: Option<Box<crate::request_body::RequestBody>>,
     root: Option<RootOverride>,
     prebuilt_fields: bool,
 }
@@ -242,14 +244,15 @@ impl<'a> Ctx<'a> {
     /// Gives the request body to [`Ctx::take_body`] (the core does this for
     /// requests of vhosts with an asynchronous content handler).
     pub fn set_body(&mut self, body: crate::request_body::RequestBody) {
-        self.body = Some(body);
+        self.body = Some(Box::new(body));
     }
 
     /// The request body as a stream, once; `None` when it was taken already
     /// or this request has none to give. A handler that does not take it
     /// leaves it to the core, which discards a bounded amount to keep the
-    /// connection alive.
-    pub fn take_body(&mut self) -> Option<crate::request_body::RequestBody> {
+    /// connection alive. Boxed, so that the futures that carry it stay
+    /// small (one allocation per request that has a body).
+    pub fn take_body(&mut self) -> Option<Box<crate::request_body::RequestBody>> {
         self.body.take()
     }
 

@@ -68,8 +68,10 @@ impl Slot {
     }
 }
 
-/// The modules active for one request, in pipeline order, with their hooks.
-pub type Active<'a> = SmallVec<[(Hooks, &'a Arc<dyn Module>); 16]>;
+/// The modules active for one request, in pipeline order, with their hooks
+/// (8 inline: a longer pipeline spills to one allocation; more inline would
+/// push an asynchronous request's future past glibc's per-thread cache).
+pub type Active<'a> = SmallVec<[(Hooks, &'a Arc<dyn Module>); 8]>;
 
 /// A vhost's compiled rules and module slots.
 pub struct Pipeline {

@@ -91,7 +91,17 @@ pub(crate) fn dispatch(rt: &Runtime, mut sreq: ServiceRequest) -> HandleFuture {
     if later {
         let cfg = arc_swap::Guard::into_inner(cfg);
         return HandleFuture::Offloaded(Box::pin(async move {
-            let mut res = respond(&cfg, &req, Some(payload), vhost).await;
+            // respond_observed itself: a `respond` between would add its
+            // arguments to the boxed future's size (kept under glibc's
+            // 1,032-byte per-thread cache)
+            let mut res = respond_observed(
+                &cfg,
+                &req,
+                Some(payload),
+                &mut crate::explain::Unobserved,
+                vhost,
+            )
+            .await;
             if let Some(f) = flight {
                 res = f.track(res);
             }
@@ -398,7 +408,7 @@ pub(crate) async fn respond_observed<O: Observe>(
     selected: Option<usize>,
 ) -> HttpResponse {
     let began = Instant::now();
-    let (early, host) = match checked_host(req, &cfg.server) {
+    let (mut early, host) = match checked_host(req, &cfg.server) {
         Ok(host) => (None, host),
         Err(refused) => (Some(refused), None),
     };
@@ -410,7 +420,6 @@ pub(crate) async fn respond_observed<O: Observe>(
             req.app_config().secure(),
         ),
     };
-    let mut early = early;
     if early.is_none() && vhost.https_redirect && !req.app_config().secure() {
         early = Some(https_redirect(req, &cfg.server));
     }

@@ -163,8 +163,8 @@ impl Pool {
     }
 
     /// The pool's limits.
-    pub fn limits(&self) -> Limits {
-        self.limits
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// An idle connection that is still good, or a new one (to `resolved`,

@@ -450,7 +450,7 @@ pub enum Input {
     /// No body (`CONTENT_LENGTH` is left out).
     None,
     /// A body of this many bytes, streamed as it comes.
-    Stream(RequestBody, u64),
+    Stream(Box<RequestBody>, u64),
     /// A chunked body, collected.
     Whole(Bytes),
 }

@@ -132,7 +132,7 @@ pub(super) async fn exchange(
     pool: &Rc<Pool>,
     tcp: Option<std::net::SocketAddr>,
     head: &[u8],
-    body: Option<(RequestBody, Option<u64>)>,
+    body: Option<(Box<RequestBody>, Option<u64>)>,
     head_only: bool,
     lines: bool,
 ) -> Result<Response, Failure> {
@@ -226,7 +226,7 @@ pub(super) async fn exchange(
 async fn send_request(
     conn: &mut Conn,
     head: &[u8],
-    body: Option<(RequestBody, Option<u64>)>,
+    body: Option<(Box<RequestBody>, Option<u64>)>,
     limit: Duration,
 ) -> Result<(), Failure> {
     let Some((mut body, length)) = body else {
