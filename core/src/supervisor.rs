@@ -79,14 +79,24 @@ impl Runtime {
         if a.max_connections != b.max_connections || a.shutdown_timeout != b.shutdown_timeout {
             restart.push("server.max-connections/shutdown-timeout");
         }
+        if a.listen_proxy_protocol != b.listen_proxy_protocol {
+            restart.push("server.listen-proxy-protocol");
+        }
+        if a.http1_engine != b.http1_engine {
+            restart.push("server.http1-engine");
+        }
+        // the engine's parser and the app's middleware are built at start
+        if a.max_request_headers != b.max_request_headers {
+            restart.push("server.max-request-headers");
+        }
+        if a.request_spans != b.request_spans {
+            restart.push("server.request-spans");
+        }
         if !restart.is_empty() {
             tracing::warn!(
                 "reload: {} changed; the new value(s) take effect only after a restart",
                 restart.join(", ")
             );
-        }
-        if a.listen_proxy_protocol != b.listen_proxy_protocol {
-            restart.push("server.listen-proxy-protocol");
         }
         self.sni.replace(new.tls.clone());
         let retire_after = std::time::Duration::from_secs(a.shutdown_timeout);

@@ -187,6 +187,69 @@ fn broken_reload_keeps_the_old_configuration() {
     assert_eq!(s.get("/ten.txt").header("x-gen"), Some("1"));
 }
 
+/// Settings read only at start are named in the reload's warning, and the
+/// rest of the reload still takes effect.
+#[test]
+fn a_reload_names_every_setting_that_needs_a_restart() {
+    let s = Server::start(&site("", GEN1), |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    let mut changed = vec![
+        ("request-spans = true", "server.request-spans"),
+        ("max-request-headers = 50", "server.max-request-headers"),
+    ];
+    // the environment overrides the engine (CI's run on actix-http), and
+    // PROXY-protocol listeners need Tessera's
+    if std::env::var_os("TESSERA_SERVER__HTTP1_ENGINE").is_none() {
+        changed.push((
+            "listen-proxy-protocol = [\"127.0.0.1:0\"]\ntrusted-proxies = [\"127.0.0.1\"]",
+            "server.listen-proxy-protocol",
+        ));
+    }
+    let lines: Vec<&str> = changed.iter().map(|(line, _)| *line).collect();
+    std::fs::write(
+        s.dir.path().join("server.toml"),
+        site(&lines.join("\n"), GEN2),
+    )
+    .unwrap();
+    signal(&s, "HUP");
+    let mut gen2 = false;
+    for _ in 0..2000 {
+        if s.get("/ten.txt").header("x-gen") == Some("2") {
+            gen2 = true;
+            break;
+        }
+    }
+    assert!(gen2, "the reload did not take effect: {}", s.stderr());
+    // the warning comes before the swap
+    let err = s.stderr();
+    assert!(err.contains("only after a restart"), "{err}");
+    for (_, key) in &changed {
+        assert!(err.contains(key), "{key} not named: {err}");
+    }
+    if std::env::var_os("TESSERA_SERVER__HTTP1_ENGINE").is_none() {
+        std::fs::write(
+            s.dir.path().join("server.toml"),
+            site("http1-engine = \"actix\"", GEN1),
+        )
+        .unwrap();
+        signal(&s, "HUP");
+        let mut gen1 = false;
+        for _ in 0..2000 {
+            if s.get("/ten.txt").header("x-gen") == Some("1") {
+                gen1 = true;
+                break;
+            }
+        }
+        assert!(
+            gen1,
+            "the second reload did not take effect: {}",
+            s.stderr()
+        );
+        assert!(s.stderr().contains("server.http1-engine"), "{}", s.stderr());
+    }
+}
+
 #[test]
 fn sigusr1_rotation_loses_no_line() {
     let s = Server::start(
