@@ -124,6 +124,27 @@ fn connect_is_400_and_closes_at_once() {
     assert_closed(&mut c);
 }
 
+/// A request the protocol checks refuse (an invalid Host) is answered at
+/// once, without waiting for the body it announces, and the connection
+/// closes (nginx does the same); the access log has its line.
+#[test]
+fn a_refused_request_is_answered_before_its_body_and_closes() {
+    let s = server("client-header-timeout = 10");
+    let mut c = connect(&s);
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    c.write_all(b"POST /a.txt HTTP/1.1\r\nHost: site.test:x\r\nContent-Length: 500\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c).status, 400);
+    c.write_all(&[b'x'; 500]).unwrap();
+    assert_closed(&mut c);
+    // a graceful stop flushes the log
+    let dir = s.dir.path().to_path_buf();
+    assert!(s.stop_keep_dir().success());
+    let lines = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(lines.contains("\"POST /a.txt HTTP/1.1\" 400 "), "{lines}");
+}
+
 /// RFC 9112 §6.3: a repeated or invalid Content-Length is 400 and closes;
 /// the bytes behind it never become a second request.
 #[test]

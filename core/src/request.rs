@@ -352,8 +352,14 @@ fn checked_host<'r>(
     if n > 1 || !host_ok {
         return Err(error_response(StatusCode::BAD_REQUEST));
     }
-    if n == 0 && req.uri().authority().is_none() && req.version() >= Version::HTTP_11 {
-        // RFC 9112 §3.2: an HTTP/1.1 request without Host is 400.
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is 400, also with an
+    // absolute-form target; HTTP/2 and 3 name the host in `:authority`
+    // (RFC 9113 §8.3.1), which the target's authority carries here
+    let no_host = match req.version() {
+        Version::HTTP_11 => true,
+        v => v > Version::HTTP_11 && req.uri().authority().is_none(),
+    };
+    if n == 0 && no_host {
         return Err(error_response(StatusCode::BAD_REQUEST));
     }
     if let Some(a) = req.uri().authority() {
@@ -410,7 +416,14 @@ pub(crate) async fn respond_observed<O: Observe>(
     let began = Instant::now();
     let (mut early, host) = match checked_host(req, &cfg.server) {
         Ok(host) => (None, host),
-        Err(refused) => (Some(refused), None),
+        Err(mut refused) => {
+            // the connection closes after a malformed request, as nginx
+            // does: what the client sends next is not waited for
+            refused
+                .head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            (Some(refused), None)
+        }
     };
     let vhost = match selected {
         Some(i) if early.is_none() => &cfg.vhosts.all()[i],

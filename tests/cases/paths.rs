@@ -276,6 +276,17 @@ fn b34_host_with_port() {
     // HTTP/1.1's counterpart of :authority: an absolute-form target wins over Host
     let r = s.req("GET", "http://site.test/", &["Host: other.test"]);
     assert_eq!((r.status, r.text().as_str()), (200, "A"));
+    // but an HTTP/1.1 request needs Host even then (RFC 9112 §3.2);
+    // HTTP/1.0 may go without
+    let raw =
+        String::from_utf8_lossy(&s.raw(b"GET http://site.test/ HTTP/1.1\r\n\r\n")).into_owned();
+    assert!(raw.starts_with("HTTP/1.1 400 "), "{raw}");
+    let raw =
+        String::from_utf8_lossy(&s.raw(b"GET http://site.test/ HTTP/1.0\r\n\r\n")).into_owned();
+    assert!(
+        raw.starts_with("HTTP/1.0 200 ") && raw.ends_with("A"),
+        "{raw}"
+    );
 }
 
 #[test]

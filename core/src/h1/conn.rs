@@ -383,6 +383,9 @@ where
         // a 413 over max-body-size (small, it fits the socket buffers):
         // answer at once, the lingering close reads the rest
         Some(_) if status == StatusCode::PAYLOAD_TOO_LARGE => false,
+        // an error that closes the connection anyway (a refused head): the
+        // lingering close reads the rest, after the answer
+        Some(_) if !keep && (status.is_client_error() || status.is_server_error()) => false,
         Some(b) if head_expects && !b.continued && !b.done => false,
         Some(b) => b.drain(io, buf, st, st.drain_limit).await,
     };
