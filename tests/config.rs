@@ -201,6 +201,24 @@ fn environment_sets_listen_addresses() {
         t("127.0.0.1:19500,[::1]:19500, 127.0.0.2:19501"),
         "listen: 127.0.0.1:19500, [::1]:19500, 127.0.0.2:19501"
     );
+    // the other address lists too (they failed with "expected a sequence")
+    for (key, v) in [
+        ("TESSERA_SERVER__TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.1"),
+        ("TESSERA_SERVER__EXPLAIN_FROM", "127.0.0.1,::1"),
+    ] {
+        let out = Command::new(bin())
+            .arg("-t")
+            .arg("-c")
+            .arg(&f)
+            .env(key, v)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{key}={v}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // and the server really binds it
     let s = crate::util::Server::start_with_env(
         &site_config("\"static-file\"", "").replace("127.0.0.1:0", "127.0.0.1:1"),

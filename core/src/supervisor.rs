@@ -10,9 +10,10 @@
 //!   (listen addresses, worker count) are named in a warning.
 //! - SIGUSR1: every access-log file is reopened (logrotate's convention, as in
 //!   nginx and lighttpd); pending lines go to the old file first.
-//! - SIGTERM / SIGINT are handled by actix-server: graceful shutdown, in-flight
+//! - SIGTERM is handled in `crate::server`: graceful shutdown, in-flight
 //!   requests get up to `shutdown-timeout` seconds, then the access logs are
-//!   flushed and the process exits 0.
+//!   flushed and the process exits 0. SIGINT and SIGQUIT stop at once (the
+//!   access logs are still flushed).
 
 use std::path::PathBuf;
 use std::pin::Pin;

@@ -152,7 +152,13 @@ fn with_env(
                 .list_separator(",")
                 .with_list_parse_key("server.listen")
                 .with_list_parse_key("server.listen_tls")
-                .with_list_parse_key("server.listen-tls"),
+                .with_list_parse_key("server.listen-tls")
+                .with_list_parse_key("server.listen_proxy_protocol")
+                .with_list_parse_key("server.listen-proxy-protocol")
+                .with_list_parse_key("server.trusted_proxies")
+                .with_list_parse_key("server.trusted-proxies")
+                .with_list_parse_key("server.explain_from")
+                .with_list_parse_key("server.explain-from"),
         )
         .build()
         .map_err(|err| e.at("", one_line(&err.to_string())))?;
