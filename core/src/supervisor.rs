@@ -61,38 +61,36 @@ impl Runtime {
         let new = crate::config::load(&self.file, &self.registry)?;
         let old = self.current.load();
         let (a, b) = (&old.server, &new.server);
-        let mut restart = Vec::new();
-        if a.listen != b.listen {
-            restart.push("server.listen");
-        }
-        if a.listen_tls != b.listen_tls {
-            restart.push("server.listen-tls");
-        }
-        if a.workers != b.workers {
-            restart.push("server.workers");
-        }
-        if a.keep_alive != b.keep_alive
-            || a.client_header_timeout != b.client_header_timeout
-            || a.send_timeout != b.send_timeout
-        {
-            restart.push("server.keep-alive/client-header-timeout/send-timeout");
-        }
-        if a.max_connections != b.max_connections || a.shutdown_timeout != b.shutdown_timeout {
-            restart.push("server.max-connections/shutdown-timeout");
-        }
-        if a.listen_proxy_protocol != b.listen_proxy_protocol {
-            restart.push("server.listen-proxy-protocol");
-        }
-        if a.http1_engine != b.http1_engine {
-            restart.push("server.http1-engine");
-        }
-        // the engine's parser and the app's middleware are built at start
-        if a.max_request_headers != b.max_request_headers {
-            restart.push("server.max-request-headers");
-        }
-        if a.request_spans != b.request_spans {
-            restart.push("server.request-spans");
-        }
+        // settings read once at start: listeners, workers, the engine and its
+        // timers and parser, the app's middleware
+        let restart: Vec<&str> = [
+            (a.listen != b.listen, "server.listen"),
+            (a.listen_tls != b.listen_tls, "server.listen-tls"),
+            (
+                a.listen_proxy_protocol != b.listen_proxy_protocol,
+                "server.listen-proxy-protocol",
+            ),
+            (a.workers != b.workers, "server.workers"),
+            (
+                a.keep_alive != b.keep_alive
+                    || a.client_header_timeout != b.client_header_timeout
+                    || a.send_timeout != b.send_timeout,
+                "server.keep-alive/client-header-timeout/send-timeout",
+            ),
+            (
+                a.max_connections != b.max_connections || a.shutdown_timeout != b.shutdown_timeout,
+                "server.max-connections/shutdown-timeout",
+            ),
+            (a.http1_engine != b.http1_engine, "server.http1-engine"),
+            (
+                a.max_request_headers != b.max_request_headers,
+                "server.max-request-headers",
+            ),
+            (a.request_spans != b.request_spans, "server.request-spans"),
+        ]
+        .into_iter()
+        .filter_map(|(changed, key)| changed.then_some(key))
+        .collect();
         if !restart.is_empty() {
             tracing::warn!(
                 "reload: {} changed; the new value(s) take effect only after a restart",
