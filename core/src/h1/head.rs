@@ -493,37 +493,39 @@ mod tests {
 
     #[test]
     fn common_names_are_the_names_header_name_gives() {
-        for n in [
+        const COMMON: [&str; 13] = [
             "host",
-            "Host",
-            "HOST",
             "accept",
             "cookie",
             "referer",
             "user-agent",
-            "User-Agent",
             "connection",
             "content-type",
             "cache-control",
             "if-none-match",
             "content-length",
             "accept-encoding",
-            "Accept-Language",
+            "accept-language",
             "if-modified-since",
+        ];
+        let others = [
+            "Host",
+            "HOST",
+            "User-Agent",
+            "Accept-Language",
             "hosts",
             "hos",
             "x-host",
             "acceptx",
             "content-lengtt",
-        ] {
+            "accept-encodinx",
+        ];
+        for n in COMMON.into_iter().chain(others) {
             let long = HeaderName::from_bytes(n.as_bytes()).unwrap();
             match common_name(n.as_bytes()) {
                 Some(fast) => assert_eq!(fast, long, "{n}"),
                 // a miss must be a name the table does not list
-                None => assert!(
-                    !["host", "accept", "user-agent", "content-length"].contains(&long.as_str()),
-                    "{n}"
-                ),
+                None => assert!(!COMMON.contains(&long.as_str()), "{n}"),
             }
         }
     }
