@@ -39,6 +39,8 @@ pub struct Ctx<'a> {
     body: Option<Box<crate::request_body::RequestBody>>,
     root: Option<RootOverride>,
     prebuilt_fields: bool,
+    /// See [`Ctx::may_have_conditions`].
+    conditions: bool,
 }
 
 /// A document root set for one request by [`Ctx::set_document_root`]: the
@@ -122,7 +124,22 @@ impl<'a> Ctx<'a> {
             body: None,
             root: None,
             prebuilt_fields: false,
+            conditions: true,
         }
+    }
+
+    /// False when the request carries none of If-Match, If-None-Match,
+    /// If-Modified-Since, If-Unmodified-Since, If-Range and Range (RFC 9110
+    /// §13.1, §14.2), so a content handler can skip looking each one up;
+    /// true when it carries one, when a module edited the request's fields
+    /// ([`Ctx::headers_mut`]), and when the core did not check (a context
+    /// built outside the request path).
+    pub fn may_have_conditions(&self) -> bool {
+        self.conditions || self.headers.is_some()
+    }
+
+    pub(crate) fn set_conditions(&mut self, present: bool) {
+        self.conditions = present;
     }
 
     /// Whether a content handler may put header fields it prebuilt

@@ -295,34 +295,54 @@ pub(crate) fn protocol_check(req: &HttpRequest, limits: &ServerSettings) -> Opti
     checked_host(req, limits).err()
 }
 
-/// [`protocol_check`], giving the host of a request that passes (what
-/// [`request_host`] gives, found in the same pass), or the response to send
-/// instead of running the pipeline.
+/// What [`checked_host`] found in its pass over a request's fields.
+struct Checked<'r> {
+    /// The host ([`request_host`]), when there is one.
+    host: Option<&'r str>,
+    /// A precondition (If-Match, If-None-Match, If-Modified-Since,
+    /// If-Unmodified-Since, If-Range) or Range field is present.
+    conditions: bool,
+}
+
+/// [`protocol_check`], giving what it found of a request that passes (the
+/// host, as [`request_host`] gives it, and whether conditions are present),
+/// or the response to send instead of running the pipeline.
 // the error is the response to send, moved out once: boxing it would cost an
 // allocation per refusal
 #[allow(clippy::result_large_err)]
 fn checked_host<'r>(
     req: &'r HttpRequest,
     limits: &ServerSettings,
-) -> Result<Option<&'r str>, HttpResponse> {
+) -> Result<Checked<'r>, HttpResponse> {
     // RFC 9110 §15.5.15: a request target longer than we accept is 414.
     if req.uri().path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
         return Err(error_response(StatusCode::URI_TOO_LONG));
     }
     // One pass over the fields (this runs on every request): their size, the
-    // Content-Length fields and the Host fields.
+    // Content-Length fields, the Host fields and whether conditions are sent.
     let mut size = 0usize;
     let (mut lengths, mut length) = (0u8, None);
     let (mut n, mut host_ok, mut host) = (0u8, true, None);
+    let mut conditions = false;
     for (k, v) in req.headers().iter() {
         size += k.as_str().len() + v.len() + 4;
-        if *k == header::HOST {
-            n = n.saturating_add(1);
-            host_ok &= crate::vhost::valid_host_bytes(v.as_bytes());
-            host = Some(v);
-        } else if *k == header::CONTENT_LENGTH {
-            lengths = lengths.saturating_add(1);
-            length = Some(v);
+        match *k {
+            header::HOST => {
+                n = n.saturating_add(1);
+                host_ok &= crate::vhost::valid_host_bytes(v.as_bytes());
+                host = Some(v);
+            }
+            header::CONTENT_LENGTH => {
+                lengths = lengths.saturating_add(1);
+                length = Some(v);
+            }
+            header::IF_MATCH
+            | header::IF_NONE_MATCH
+            | header::IF_MODIFIED_SINCE
+            | header::IF_UNMODIFIED_SINCE
+            | header::IF_RANGE
+            | header::RANGE => conditions = true,
+            _ => {}
         }
     }
     // RFC 6585 §5: header fields larger than we accept are 431.
@@ -366,10 +386,16 @@ fn checked_host<'r>(
         if !crate::vhost::valid_host(a.as_str()) {
             return Err(error_response(StatusCode::BAD_REQUEST));
         }
-        return Ok(Some(a.as_str()));
+        return Ok(Checked {
+            host: Some(a.as_str()),
+            conditions,
+        });
     }
-    // a valid host is visible ASCII
-    Ok(host.and_then(|h| h.to_str().ok()))
+    Ok(Checked {
+        // a valid host is visible ASCII
+        host: host.and_then(|h| h.to_str().ok()),
+        conditions,
+    })
 }
 
 /// Runs one request through the pipeline of its vhost, synchronously: the
@@ -414,15 +440,15 @@ pub(crate) async fn respond_observed<O: Observe>(
     selected: Option<usize>,
 ) -> HttpResponse {
     let began = Instant::now();
-    let (mut early, host) = match checked_host(req, &cfg.server) {
-        Ok(host) => (None, host),
+    let (mut early, host, conditions) = match checked_host(req, &cfg.server) {
+        Ok(c) => (None, c.host, c.conditions),
         Err(mut refused) => {
             // the connection closes after a malformed request, as nginx
             // does: what the client sends next is not waited for
             refused
                 .head_mut()
                 .set_connection_type(actix_web::http::ConnectionType::Close);
-            (Some(refused), None)
+            (Some(refused), None, true)
         }
     };
     let vhost = match selected {
@@ -460,6 +486,7 @@ pub(crate) async fn respond_observed<O: Observe>(
     };
     let pipeline = &vhost.pipeline;
     let mut cx = Ctx::new(req, &vhost.info, path);
+    cx.set_conditions(conditions);
     // set when a body over max-body-size was cut off (only with a body)
     let mut over = None;
     if let Some(p) = payload.filter(|p| !matches!(p, actix_web::dev::Payload::None)) {
@@ -769,6 +796,43 @@ impl Drop for LoggedBody {
         };
         for m in &s.modules {
             m.on_log(&rec);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conditions(fields: &[(&str, &str)]) -> bool {
+        let mut tr = actix_web::test::TestRequest::default().insert_header(("host", "a.test"));
+        for f in fields {
+            tr = tr.insert_header(*f);
+        }
+        let req = tr.to_http_request();
+        match checked_host(&req, &ServerSettings::default()) {
+            Ok(c) => {
+                assert_eq!(c.host, Some("a.test"));
+                c.conditions
+            }
+            Err(r) => panic!("refused: {}", r.status()),
+        }
+    }
+
+    #[test]
+    fn the_field_pass_sees_every_precondition_and_range() {
+        assert!(!conditions(&[]));
+        assert!(!conditions(&[("accept", "*/*"), ("if-modified", "x")]));
+        for name in [
+            "if-match",
+            "if-none-match",
+            "if-modified-since",
+            "if-unmodified-since",
+            "if-range",
+            "range",
+            "If-Modified-Since",
+        ] {
+            assert!(conditions(&[("accept", "*/*"), (name, "x")]), "{name}");
         }
     }
 }

@@ -177,10 +177,13 @@ pub(super) fn respond(
     } else {
         info.etag.as_str()
     };
-    let precondition = if whole {
-        Precondition::Proceed
-    } else {
+    // (most requests carry no condition: the core saw that in its pass over
+    // the fields, and the five lookups are skipped)
+    let conditions = !whole && cx.may_have_conditions();
+    let precondition = if conditions {
         conditional::evaluate(headers, cmp_tag, lm)
+    } else {
+        Precondition::Proceed
     };
     match precondition {
         Precondition::NotModified => {
@@ -196,8 +199,13 @@ pub(super) fn respond(
     let ctype = info.content_type.clone();
     // the body goes out for GET, and for any method but HEAD when whole
     let with_body = cx.method() == Method::GET || (whole && cx.method() != Method::HEAD);
-    let ranges = match headers.get(header::RANGE) {
-        Some(v) if !whole && with_body && conditional::if_range(headers, cmp_tag, lm) => {
+    let range = if conditions {
+        headers.get(header::RANGE)
+    } else {
+        None
+    };
+    let ranges = match range {
+        Some(v) if with_body && conditional::if_range(headers, cmp_tag, lm) => {
             range::parse(v.to_str().unwrap_or(""), size)
         }
         _ => RangeRequest::Ignore,
