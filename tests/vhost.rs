@@ -81,6 +81,24 @@ fn duplicate_or_invalid_host_is_400() {
     // RFC 9110 §4.2.1: an empty host; a port beyond 65535
     assert_eq!(s.req("GET", "/", &["Host: :80"]).status, 400);
     assert_eq!(s.req("GET", "/", &["Host: site.test:99999"]).status, 400);
+    // an empty label, as nginx and lighttpd refuse it; one trailing dot is
+    // a fully qualified name
+    for h in [
+        "..",
+        ".",
+        "site..test",
+        ".site.test",
+        "site.test..",
+        "..:80",
+    ] {
+        assert_eq!(
+            s.req("GET", "/", &[&format!("Host: {h}")]).status,
+            400,
+            "{h}"
+        );
+    }
+    let r = s.req("GET", "/", &["Host: site.test."]);
+    assert_eq!((r.status, r.text().as_str()), (200, "A"));
 }
 
 #[test]

@@ -387,8 +387,17 @@ pub fn valid_host_bytes(b: &[u8]) -> bool {
         }
         i += 1;
     } else {
-        // RFC 9110 §4.2.1: an empty host is invalid
+        // RFC 9110 §4.2.1: an empty host is invalid; so is an empty label
+        // (a leading dot, "..", a lone "."), as nginx and lighttpd refuse
+        // it: only the one trailing dot of a fully qualified name may end
+        // a name
+        let mut after_dot = true;
         while i < b.len() && HOST_BYTE[usize::from(b[i])] {
+            let dot = b[i] == b'.';
+            if dot && after_dot {
+                return false;
+            }
+            after_dot = dot;
             i += 1;
         }
         if i == 0 {
@@ -585,11 +594,21 @@ mod tests {
 
     #[test]
     fn host_syntax() {
-        for ok in ["a.b", "a.b:80", "[::1]", "[::1]:8080", "127.0.0.1:1", "x_y"] {
+        for ok in [
+            "a.b",
+            "a.b:80",
+            "[::1]",
+            "[::1]:8080",
+            "127.0.0.1:1",
+            "x_y",
+            "a.b.",
+            "a.b.:80",
+        ] {
             assert!(valid_host(ok), "{ok}");
         }
         for bad in [
-            "", "a b", "a/b", "a.b:", "a.b:x", "[::1", "[zz]", "a@b", "a:1:2",
+            "", "a b", "a/b", "a.b:", "a.b:x", "[::1", "[zz]", "a@b", "a:1:2", ".", "..", "a..b",
+            ".a", "a.b..", "..:80", ".:80",
         ] {
             assert!(!valid_host(bad), "{bad}");
         }
@@ -621,7 +640,10 @@ mod tests {
                     && port[1..].bytes().all(|c| c.is_ascii_digit())
                     && port[1..].parse::<u16>().is_ok());
             let name_ok = !name.is_empty()
-                && (name == "[" || name.bytes().all(|c| HOST_BYTE[usize::from(c)]));
+                && (name == "["
+                    || (name.bytes().all(|c| HOST_BYTE[usize::from(c)])
+                        && !name.starts_with('.')
+                        && !name.contains("..")));
             port_ok && name_ok
         }
         let parts = [
