@@ -131,8 +131,10 @@ where
                     }
                 }
             }
-            let r = request(&mut io, Some(peer), &*svc, &st, buf, first, started);
-            let step = slot::Slot::new(r).await;
+            let step = slot::Slot::new_with(|| {
+                request(&mut io, Some(peer), &*svc, &st, buf, first, started)
+            })
+            .await;
             first = false;
             match step {
                 Step::Next => {}

@@ -64,7 +64,18 @@ pub(super) struct Slot<F: Future> {
 impl<F: Future> Slot<F> {
     /// Moves `f` into a pooled block (a new one when the pool has none of
     /// its layout).
-    pub(super) fn new(f: F) -> Self {
+    #[cfg(test)]
+    fn new(f: F) -> Self {
+        Self::new_with(|| f)
+    }
+
+    /// Makes the future with `make` and stores it in a pooled block (a new
+    /// one when the pool has none of its layout). Made after the block is
+    /// at hand, the future can be written straight into it: `new(f)` copies
+    /// the whole of `F`'s layout (a request future's, about 2 KB) from the
+    /// stack.
+    #[inline(always)]
+    pub(super) fn new_with(make: impl FnOnce() -> F) -> Self {
         let layout = const {
             let l = Layout::new::<F>();
             assert!(l.size() > 0, "a future with state");
@@ -84,7 +95,7 @@ impl<F: Future> Slot<F> {
             .flatten()
             .unwrap_or_else(|| Block::new(layout));
         // SAFETY: the block has `F`'s layout and holds nothing.
-        unsafe { block.ptr.cast::<F>().as_ptr().write(f) };
+        unsafe { block.ptr.cast::<F>().as_ptr().write(make()) };
         Slot {
             block: Some(block),
             _f: PhantomData,
