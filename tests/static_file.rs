@@ -718,3 +718,39 @@ fn a_cached_file_s_prebuilt_fields_are_sent_once_and_response_modules_still_see_
     assert!(r.header("expires").is_some());
     assert_eq!(plain.get("/index.html").header("cache-control"), None);
 }
+
+#[test]
+fn every_answer_names_the_server_once() {
+    // a cached file (its fields prebuilt on Tessera's engine), 304, 404,
+    // 405 and HEAD; with `headers` setting a Server of its own, Tessera's
+    // still wins, as it always has
+    let servers = [
+        ("\"static-file\"", ""),
+        (
+            "\"headers\", \"static-file\"",
+            "[vhost.headers]\nset = { \"Server\" = \"other\" }\n",
+        ),
+    ]
+    .map(|(modules, extra)| {
+        let s = Server::site(modules, extra, |d| {
+            d.write("www/a.txt", "aaaa");
+        });
+        (modules, s)
+    });
+    for (modules, s) in &servers {
+        let first = cached(s, "/a.txt", "a.txt");
+        let etag = first.header("etag").unwrap().to_owned();
+        for (r, what) in [
+            (first, "200 cached"),
+            (
+                s.req("GET", "/a.txt", &[&format!("If-None-Match: {etag}")]),
+                "304",
+            ),
+            (s.req("GET", "/nope", &[]), "404"),
+            (s.req("POST", "/a.txt", &[]), "405"),
+            (s.req("HEAD", "/a.txt", &[]), "HEAD"),
+        ] {
+            assert_eq!(r.header_all("server"), ["tessera"], "{modules} {what}");
+        }
+    }
+}

@@ -522,6 +522,9 @@ pub(crate) async fn respond_observed<O: Observe>(
         resolve(&cx)
     };
     let needs_log = active.iter().any(|(h, _)| h.contains(Hooks::LOG));
+    // Tessera's engine writes the response (not an explanation, which
+    // shows the map)
+    let engine = !O::DRY && crate::body::on_engine(req);
     let times = needs_log.then(|| (SystemTime::now(), began));
     let mut res = match early {
         Some(r) => {
@@ -530,7 +533,6 @@ pub(crate) async fn respond_observed<O: Observe>(
         }
         None => {
             let mut rewrites = 0;
-            let engine = !O::DRY && crate::body::on_engine(req);
             loop {
                 cx.set_prebuilt_fields_ok(
                     engine && !active.iter().any(|(h, _)| h.contains(Hooks::RESPONSE)),
@@ -555,7 +557,11 @@ pub(crate) async fn respond_observed<O: Observe>(
             m.on_response(&mut cx, &mut res);
         }
     }
-    res.headers_mut().insert(header::SERVER, SERVER);
+    // the engine writes its own `Server` line (h1::write), without the
+    // map's insert: one hash and a removal less per request
+    if !engine {
+        res.headers_mut().insert(header::SERVER, SERVER);
+    }
     if O::DRY {
         return res;
     }

@@ -256,10 +256,13 @@ pub(super) async fn write_response(
     } else if keep && version == Version::HTTP_10 {
         w.put_slice(b"connection: keep-alive\r\n");
     }
+    w.put_slice(b"server: tessera\r\n");
     let mut has_date = false;
     for (name, value) in res.headers() {
         match *name {
-            header::CONNECTION | header::TRANSFER_ENCODING => continue,
+            // (this engine's `Server` replaces any other, as the core's
+            // insert does on actix-http)
+            header::CONNECTION | header::TRANSFER_ENCODING | header::SERVER => continue,
             // 304 keeps a Content-Length the handler set (RFC 9110 §8.6)
             header::CONTENT_LENGTH if status != StatusCode::NOT_MODIFIED => continue,
             header::DATE => has_date = true,
