@@ -387,7 +387,7 @@ fn files_above_4_gib() {
 /// (`static_file::cache::RACY`). Polls `path` with real requests until the
 /// file `rel` is older than that, then once more so that the file is cached;
 /// returns that last response.
-fn cached(s: &Server, path: &str, rel: &str) -> crate::util::Response {
+pub(crate) fn cached(s: &Server, path: &str, rel: &str) -> crate::util::Response {
     use std::os::unix::fs::MetadataExt;
     let file = s.root().join(rel);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

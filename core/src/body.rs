@@ -10,7 +10,11 @@
 //! usual. TLS and HTTP/2 never offer, and read the file in chunks.
 //!
 //! A cached file's prebuilt header lines ([`PrebuiltFields`]) reach the
-//! engine the same way, in the response's extensions.
+//! engine beside the response: the handler hands them over with
+//! [`set_prebuilt`], and the engine, which polls the request's service
+//! future and nothing else in between, takes them after each poll (an
+//! entry in the response's extensions map cost an allocation of the map
+//! and one of the entry per request, about 600 instructions).
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
@@ -118,8 +122,8 @@ impl SendFile {
     }
 }
 
-/// Header field lines, `name: value\r\n` each, put in a response's
-/// extensions instead of fields in its map when
+/// Header field lines, `name: value\r\n` each, handed to the engine with
+/// [`set_prebuilt`] instead of fields in the response's map when
 /// [`crate::Ctx::prebuilt_fields_ok`] allows it (Tessera's HTTP/1.1 engine,
 /// no response-phase module). The engine writes them after the map's fields.
 ///
@@ -135,6 +139,36 @@ pub struct PrebuiltFields {
     pub lines: Bytes,
     /// The lines hold a `Date` field: the engine adds none.
     pub date: bool,
+}
+
+thread_local! {
+    /// What [`set_prebuilt`] left for the request being polled on this
+    /// thread.
+    static PREBUILT: Cell<Option<PrebuiltFields>> = const { Cell::new(None) };
+}
+
+/// Content handler: the header lines of the response it returns, for the
+/// engine to write after the map's fields. Only where
+/// [`crate::Ctx::prebuilt_fields_ok`] allows it, and only for the response
+/// the handler then returns (a later call replaces an earlier one).
+///
+/// The lines belong to the request whose service future is being polled:
+/// Tessera's engine puts back what its request left before each poll and
+/// takes it after ([`take_prebuilt`]), so requests polled in turn on one
+/// worker never see each other's; a request handled on the blocking pool
+/// carries them back to its worker.
+pub fn set_prebuilt(fields: PrebuiltFields) {
+    PREBUILT.set(Some(fields));
+}
+
+/// Takes the lines [`set_prebuilt`] left on this thread.
+pub(crate) fn take_prebuilt() -> Option<PrebuiltFields> {
+    PREBUILT.take()
+}
+
+/// Puts back lines taken with [`take_prebuilt`] (or none) before a poll.
+pub(crate) fn put_prebuilt(fields: Option<PrebuiltFields>) {
+    PREBUILT.set(fields);
 }
 
 static ENGINE_SERVES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

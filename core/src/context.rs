@@ -143,8 +143,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// Whether a content handler may put header fields it prebuilt
-    /// ([`crate::body::PrebuiltFields`]) in its response's extensions
-    /// instead of the header map: the request came through Tessera's
+    /// ([`crate::body::PrebuiltFields`], handed over with
+    /// [`crate::body::set_prebuilt`]) instead of the header map: the request came through Tessera's
     /// HTTP/1.1 engine, which writes them, and no module of the pipeline
     /// that answers it has a response phase (which would read or change the
     /// map). Set by the core before the handlers run; false for an

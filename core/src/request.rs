@@ -193,7 +193,11 @@ unsafe impl<T> Send for AssertSend<T> {}
 
 /// What a blocking-pool task hands back: the request and the response, both
 /// made of worker-thread types (`Rc`s, thread-local pools).
-type Outcome2 = (HttpRequest, HttpResponse);
+type Outcome2 = (
+    HttpRequest,
+    HttpResponse,
+    Option<crate::body::PrebuiltFields>,
+);
 
 /// The meeting point of an offloaded request and its worker (see `offload`).
 #[derive(Default)]
@@ -234,10 +238,17 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
         let job = job;
         let req = job.0;
         // A panic must not unwind here with the request on this thread.
+        crate::body::put_prebuilt(None);
         let res =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req, None)))
-                .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR));
-        let out = AssertSend((req, res));
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req, None)));
+        // the lines a handler handed over go back with the response (none
+        // with a panic's 500)
+        let fields = crate::body::take_prebuilt();
+        let (res, fields) = match res {
+            Ok(r) => (r, fields),
+            Err(_) => (error_response(StatusCode::INTERNAL_SERVER_ERROR), None),
+        };
+        let out = AssertSend((req, res, fields));
         let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
         if h.abandoned {
             drop(h);
@@ -261,7 +272,13 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
         .take();
     drop(guard);
     match (joined, done) {
-        (Ok(()), Some(AssertSend((req, res)))) => ServiceResponse::new(req, res),
+        (Ok(()), Some(AssertSend((req, res, fields)))) => {
+            // on the worker, inside the engine's poll (crate::body)
+            if let Some(f) = fields {
+                crate::body::set_prebuilt(f);
+            }
+            ServiceResponse::new(req, res)
+        }
         // The task never ran (the runtime is shutting down): the request is
         // gone with it, so answer with a stand-in request.
         _ => {
@@ -660,6 +677,9 @@ async fn run_handlers<O: Observe>(
     cx: &mut Ctx<'_>,
     obs: &mut O,
 ) -> Handled {
+    // lines a handler of an earlier pass (before a rewrite) handed over
+    // are not this pass's answer
+    crate::body::put_prebuilt(None);
     for (h, m) in active {
         if h.contains(Hooks::REQUEST) {
             let outcome = m.on_request(cx);

@@ -439,3 +439,31 @@ fn http2_requests_to_a_blocking_handler_count_in_flight_and_outlive_keep_alive()
         }
     });
 }
+
+#[test]
+fn a_cached_file_answered_on_the_blocking_pool_keeps_its_fields() {
+    // static-file hands a cached file's fields to the engine beside the
+    // response (tessera_core::body::set_prebuilt); a request handled on
+    // the blocking pool carries them back to its worker
+    let d_marker = TempDir::new("marker3");
+    let marker = d_marker.path().join("go");
+    std::fs::write(&marker, "").unwrap();
+    let path = lib("tessera-fixture-blocking");
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n",
+        marker.display()
+    );
+    let s = Server::start(&cfg, |d| {
+        d.write("www/ten.txt", "0123456789");
+    });
+    let first = crate::static_file::cached(&s, "/ten.txt", "ten.txt");
+    for r in [first, s.get("/ten.txt")] {
+        assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+        assert_eq!(r.header_all("content-type"), ["text/plain; charset=utf-8"]);
+        assert_eq!(r.header_all("accept-ranges"), ["bytes"]);
+        assert_eq!(r.header_all("etag").len(), 1, "{:?}", r.headers);
+        assert_eq!(r.header_all("last-modified").len(), 1);
+        assert_eq!(r.header_all("server"), ["tessera"]);
+    }
+}

@@ -353,8 +353,18 @@ where
     if upgradable {
         actix_http::HttpMessage::extensions_mut(&req).insert(crate::upgrade::CanUpgrade);
     }
-    // 3. the app
-    let mut call = std::pin::pin!(svc.call(req));
+    // 3. the app; the prebuilt lines its handler hands over
+    // (crate::body::set_prebuilt) are kept beside the call, which answers
+    // most requests at once, and beside each poll
+    crate::body::put_prebuilt(None);
+    let mut inner = std::pin::pin!(svc.call(req));
+    let mut fields = crate::body::take_prebuilt();
+    let mut call = std::future::poll_fn(|cx| {
+        crate::body::put_prebuilt(fields.take());
+        let r = inner.as_mut().poll(cx);
+        fields = crate::body::take_prebuilt();
+        r
+    });
     let res = loop {
         match body.as_mut() {
             Some(b) if b.active() => {
@@ -400,7 +410,7 @@ where
     } else {
         None
     };
-    let written = write_response(io, res, version, is_head, keep, st).await;
+    let written = write_response(io, res, fields, version, is_head, keep, st).await;
     if let Some(run) = upgrade.and_then(|u| u.take()) {
         return match written {
             Ok(_) => Step::Upgrade(run),

@@ -202,6 +202,7 @@ fn try_write_pair(
 pub(super) async fn write_response(
     io: &mut TcpStream,
     res: Response<BoxBody>,
+    prebuilt: Option<crate::body::PrebuiltFields>,
     version: Version,
     is_head: bool,
     keep: bool,
@@ -273,7 +274,7 @@ pub(super) async fn write_response(
         w.put_slice(value.as_bytes());
         w.put_slice(b"\r\n");
     }
-    if let Some(p) = res.extensions().get::<crate::body::PrebuiltFields>() {
+    if let Some(p) = prebuilt {
         w.put_slice(&p.lines);
         has_date |= p.date;
     }
@@ -701,6 +702,7 @@ mod tests {
         let kept = super::write_response(
             &mut io,
             res,
+            None,
             actix_http::Version::HTTP_11,
             false,
             false,

@@ -450,13 +450,13 @@ fn respond(res: client::Response) -> HttpResponse {
     use tessera_core::actix_web::body::{BodyStream, BoxBody, SizedStream};
     let client::Response {
         status,
-        head: mut r,
+        head: r,
         length,
         lines,
         mut body,
     } = res;
     if let Some(lines) = lines {
-        r.extensions_mut().insert(lines);
+        tessera_core::body::set_prebuilt(lines);
     }
     let body = match length {
         // a body that came whole with its head: sent as bytes, and the

@@ -297,7 +297,7 @@ pub(super) fn respond(
                 }
             };
             if let (true, Some(fields), true) = (prebuilt, &info.fields, extra.is_empty()) {
-                r.extensions_mut().insert(PrebuiltFields {
+                tessera_core::body::set_prebuilt(PrebuiltFields {
                     lines: fields.clone(),
                     date: false,
                 });
