@@ -139,9 +139,14 @@ modules = ["static-file"]
 server-names = ["~^app[0-9]+\\.test$"]
 document-root = "r"
 modules = ["static-file"]
+
+[[vhost]]
+server-names = ["FQ.test.", "*.wild.test."]
+document-root = "f"
+modules = ["static-file"]
 "#;
     let s = Server::start(cfg, |d| {
-        for (dir, body) in [("d", "D"), ("s", "S"), ("r", "R")] {
+        for (dir, body) in [("d", "D"), ("s", "S"), ("r", "R"), ("f", "F")] {
             d.write(&format!("{dir}/index.html"), body);
         }
     });
@@ -150,6 +155,17 @@ modules = ["static-file"]
     assert_eq!(body_for(&s, "Host: APP7.test:81"), "R");
     assert_eq!(body_for(&s, "Host: app.test"), "D");
     assert_eq!(body_for(&s, "Host: xapp7.test"), "D");
+    // a fully qualified name's trailing dot, in the configuration or the
+    // request, names the same vhost
+    for h in [
+        "fq.test",
+        "fq.test.",
+        "FQ.TEST.:80",
+        "a.wild.test",
+        "a.wild.test.",
+    ] {
+        assert_eq!(body_for(&s, &format!("Host: {h}")), "F", "{h}");
+    }
 }
 
 /// Issue 11 #3: a vhost with `listen` answers only on that listener; on the

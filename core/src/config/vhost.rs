@@ -79,13 +79,21 @@ pub(super) fn build_vhost(
             reason: err.to_string(),
         })?,
     };
+    // lower-case, and without the one trailing dot of a fully qualified
+    // name, as request hosts are compared (`example.com.` names the same
+    // vhost as `example.com`)
     let names: Vec<String> = names
         .iter()
         .map(|n| {
             if n.starts_with('~') {
                 n.clone()
             } else {
-                n.to_ascii_lowercase()
+                let n = n.to_ascii_lowercase();
+                let host = crate::vhost::strip_port(&n);
+                match host.strip_suffix('.') {
+                    Some(bare) if !bare.is_empty() => format!("{bare}{}", &n[host.len()..]),
+                    _ => n,
+                }
             }
         })
         .collect();
