@@ -109,6 +109,8 @@ fn unknown_transfer_coding_is_501_and_closes() {
     let r = read_response(&mut c);
     assert_eq!(r.status, 501);
     assert_eq!(r.header("connection"), Some("close"));
+    // the engine's own refusals name the server, as the pipeline's answers do
+    assert_eq!(r.header_all("server"), ["tessera"]);
     assert_closed(&mut c);
 }
 

@@ -90,6 +90,9 @@ fn duplicate_or_invalid_host_is_400() {
         ".site.test",
         "site.test..",
         "..:80",
+        "[.]",
+        "[:]",
+        "[1.2.3.4]",
     ] {
         assert_eq!(
             s.req("GET", "/", &[&format!("Host: {h}")]).status,

@@ -377,12 +377,18 @@ pub fn valid_host(host: &str) -> bool {
 pub fn valid_host_bytes(b: &[u8]) -> bool {
     let mut i = 0;
     if b.first() == Some(&b'[') {
-        // an IP literal: hex digits, ':' and '.', non-empty
+        // an IP literal: an IPv6 address (RFC 3986 §3.2.2; IPvFuture is
+        // not accepted)
         i = 1;
         while i < b.len() && (b[i].is_ascii_hexdigit() || b[i] == b':' || b[i] == b'.') {
             i += 1;
         }
-        if i == 1 || b.get(i) != Some(&b']') {
+        if b.get(i) != Some(&b']')
+            || std::str::from_utf8(&b[1..i])
+                .ok()
+                .and_then(|a| a.parse::<std::net::Ipv6Addr>().ok())
+                .is_none()
+        {
             return false;
         }
         i += 1;
@@ -598,6 +604,8 @@ mod tests {
             "a.b",
             "a.b:80",
             "[::1]",
+            "[2001:db8::7]:443",
+            "[::ffff:1.2.3.4]",
             "[::1]:8080",
             "127.0.0.1:1",
             "x_y",
@@ -607,8 +615,27 @@ mod tests {
             assert!(valid_host(ok), "{ok}");
         }
         for bad in [
-            "", "a b", "a/b", "a.b:", "a.b:x", "[::1", "[zz]", "a@b", "a:1:2", ".", "..", "a..b",
-            ".a", "a.b..", "..:80", ".:80",
+            "",
+            "a b",
+            "a/b",
+            "a.b:",
+            "a.b:x",
+            "[::1",
+            "[zz]",
+            "a@b",
+            "a:1:2",
+            ".",
+            "..",
+            "a..b",
+            ".a",
+            "a.b..",
+            "..:80",
+            ".:80",
+            "[.]",
+            "[:]",
+            "[..]",
+            "[1.2.3.4]",
+            "[::1::]",
         ] {
             assert!(!valid_host(bad), "{bad}");
         }
@@ -620,11 +647,7 @@ mod tests {
                     return false;
                 };
                 let inner = &rest[..i];
-                if inner.is_empty()
-                    || !inner
-                        .bytes()
-                        .all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.')
-                {
+                if inner.parse::<std::net::Ipv6Addr>().is_err() {
                     return false;
                 }
                 ("[", &rest[i + 1..])

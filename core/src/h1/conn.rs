@@ -472,7 +472,7 @@ async fn write_error(io: &mut TcpStream, status: StatusCode, st: &Settings) -> s
     b.put_slice(status.as_str().as_bytes());
     b.put_u8(b' ');
     b.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    b.put_slice(b"\r\ncontent-length: 0\r\nconnection: close\r\ndate: ");
+    b.put_slice(b"\r\ncontent-length: 0\r\nconnection: close\r\nserver: tessera\r\ndate: ");
     b.put_slice(date().as_bytes());
     b.put_slice(b"\r\n\r\n");
     send_last(io, &b, st, true).await?;
