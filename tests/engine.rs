@@ -192,6 +192,38 @@ fn unread_bodies_are_drained_and_the_connection_lives() {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"bb"[..]));
 }
 
+/// A small answer to a request whose body nobody reads goes out before the
+/// body arrives (nginx answers, then discards the body): a client that waits
+/// for the answer before it sends its body gets it at once, and the body,
+/// sent after, is drained so the connection serves the next request.
+#[test]
+fn a_small_answer_goes_out_before_an_unread_body_arrives() {
+    let s = server("");
+    let mut c = connect(&s);
+    for (req, status) in [
+        (
+            &b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nContent-Length: 10\r\n\r\n"[..],
+            405,
+        ),
+        (
+            &b"GET /nope HTTP/1.1\r\nHost: site.test\r\nContent-Length: 10\r\n\r\n"[..],
+            404,
+        ),
+    ] {
+        c.write_all(req).unwrap();
+        // before any byte of the body: without the answer first, the engine
+        // would wait client-header-timeout (5 s) for it, then close
+        let r = read_response(&mut c);
+        assert_eq!(r.status, status);
+        assert_eq!(r.header("connection"), None, "{status}");
+        c.write_all(b"0123456789").unwrap();
+    }
+    c.write_all(b"GET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"bb"[..]));
+}
+
 /// `Expect: 100-continue` with a body nobody reads: the final status, then a
 /// close (RFC 9110 §10.1.1), never a wait for a body the client withholds.
 #[test]

@@ -269,6 +269,14 @@ impl Incoming {
         }
     }
 
+    /// Whether what is left of the body is known to be at most `limit`
+    /// bytes (a Content-Length body, or one read whole), so that
+    /// [`Incoming::drain`] can only fail by a timeout or a client gone.
+    pub(super) fn left_within(&self, limit: u64) -> bool {
+        self.done
+            || (!self.broken && self.framing != super::head::Framing::Chunked && self.left <= limit)
+    }
+
     /// Discards what is left of the body, at most `limit` more bytes, so that
     /// the connection can serve its next request; `false`: it must close.
     pub(super) async fn drain(

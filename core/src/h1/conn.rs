@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use actix_http::body::BoxBody;
+use actix_http::body::{BodySize, BoxBody, MessageBody};
 use actix_http::header;
 use actix_http::{ConnectionType, Method, Request, Response, StatusCode, Version};
 use actix_rt::net::TcpStream;
@@ -147,6 +147,11 @@ where
         }
     }
 }
+
+/// Largest response body (bytes) sent before an unread request body is
+/// drained: with its head it fits a socket's send buffer, so writing it
+/// cannot stall against a client that is still sending (4 KiB).
+const ANSWER_FIRST: u64 = 4096;
 
 /// A buffer that goes back to this worker's pool when dropped.
 struct Pooled(BytesMut);
@@ -389,7 +394,13 @@ where
     // (a client that sends its whole body before reading would otherwise
     // stall against a large response); a body above the drain limit, or
     // one the client withholds for a 100 Continue never sent, closes the
-    // connection
+    // connection. A small answer (it fits the socket's buffer) goes out
+    // first and the body is drained after, as nginx discards a body after
+    // it answers: a client that waits for the answer before it sends its
+    // body is not kept waiting.
+    let small = matches!(res.body().size(), BodySize::None)
+        || matches!(res.body().size(), BodySize::Sized(n) if n <= ANSWER_FIRST);
+    let mut drain_after = false;
     let drained = match body.as_mut() {
         None => true,
         // a 413 over max-body-size (small, it fits the socket buffers):
@@ -399,6 +410,10 @@ where
         // lingering close reads the rest, after the answer
         Some(_) if !keep && (status.is_client_error() || status.is_server_error()) => false,
         Some(b) if head_expects && !b.continued && !b.done => false,
+        Some(b) if keep && small && !b.done && b.left_within(st.drain_limit) => {
+            drain_after = true;
+            true
+        }
         Some(b) => b.drain(io, buf, st, st.drain_limit).await,
     };
     if !drained {
@@ -424,6 +439,13 @@ where
             return Step::Close;
         }
         Err(_) => return Step::Close,
+    }
+    if let (true, Some(b)) = (drain_after, body.as_mut()) {
+        // a timeout or a client gone: the answer is out, the connection ends
+        if !b.drain(io, buf, st, st.drain_limit).await {
+            linger_close(io, buf).await;
+            return Step::Close;
+        }
     }
     // no buffer is held while idle
     if buf.is_empty() {
