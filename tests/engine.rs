@@ -218,6 +218,21 @@ fn a_small_answer_goes_out_before_an_unread_body_arrives() {
         assert_eq!(r.header("connection"), None, "{status}");
         c.write_all(b"0123456789").unwrap();
     }
+    // an answer to HEAD has no body, however large the file
+    std::fs::write(s.root().join("big.txt"), vec![b'x'; 100_000]).unwrap();
+    c.write_all(b"HEAD /big.txt HTTP/1.1\r\nHost: site.test\r\nContent-Length: 10\r\n\r\n")
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut byte).unwrap(), 1, "closed mid-head");
+        head.push(byte[0]);
+    }
+    let r = Response::parse(&head, true);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("100000"));
+    assert_eq!(r.header("connection"), None, "HEAD");
+    c.write_all(b"0123456789").unwrap();
     c.write_all(b"GET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n")
         .unwrap();
     let r = read_response(&mut c);

@@ -398,7 +398,9 @@ where
     // first and the body is drained after, as nginx discards a body after
     // it answers: a client that waits for the answer before it sends its
     // body is not kept waiting.
-    let small = matches!(res.body().size(), BodySize::None)
+    // (an answer to HEAD carries no body, whatever its length says)
+    let small = is_head
+        || matches!(res.body().size(), BodySize::None)
         || matches!(res.body().size(), BodySize::Sized(n) if n <= ANSWER_FIRST);
     let mut drain_after = false;
     let drained = match body.as_mut() {
