@@ -399,9 +399,11 @@ where
     // it answers: a client that waits for the answer before it sends its
     // body is not kept waiting.
     // (an answer to HEAD carries no body, whatever its length says)
-    let small = is_head
-        || matches!(res.body().size(), BodySize::None)
-        || matches!(res.body().size(), BodySize::Sized(n) if n <= ANSWER_FIRST);
+    let small = |res: &Response<BoxBody>| {
+        is_head
+            || matches!(res.body().size(), BodySize::None)
+            || matches!(res.body().size(), BodySize::Sized(n) if n <= ANSWER_FIRST)
+    };
     let mut drain_after = false;
     let drained = match body.as_mut() {
         None => true,
@@ -412,7 +414,7 @@ where
         // lingering close reads the rest, after the answer
         Some(_) if !keep && (status.is_client_error() || status.is_server_error()) => false,
         Some(b) if head_expects && !b.continued && !b.done => false,
-        Some(b) if keep && small && !b.done && b.left_within(st.drain_limit) => {
+        Some(b) if keep && !b.done && b.left_within(st.drain_limit) && small(&res) => {
             drain_after = true;
             true
         }
