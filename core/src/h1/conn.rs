@@ -401,8 +401,11 @@ where
     // (an answer to HEAD carries no body, whatever its length says)
     let small = |res: &Response<BoxBody>| {
         is_head
-            || matches!(res.body().size(), BodySize::None)
-            || matches!(res.body().size(), BodySize::Sized(n) if n <= ANSWER_FIRST)
+            || match res.body().size() {
+                BodySize::None => true,
+                BodySize::Sized(n) => n <= ANSWER_FIRST,
+                BodySize::Stream => false,
+            }
     };
     let mut drain_after = false;
     let drained = match body.as_mut() {
