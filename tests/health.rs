@@ -104,13 +104,9 @@ fn get_on(s: &mut std::net::TcpStream, path: &str) -> (String, String) {
     use std::io::{Read, Write};
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n\r\n").as_bytes())
         .unwrap();
-    let mut buf = Vec::new();
-    let mut b = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).unwrap(), 1, "closed in the head: {buf:?}");
-        buf.push(b[0]);
-    }
-    let head = String::from_utf8(buf).unwrap().to_ascii_lowercase();
+    let head = String::from_utf8(crate::engine::read_head(s))
+        .unwrap()
+        .to_ascii_lowercase();
     let len: usize = head
         .lines()
         .find_map(|l| l.strip_prefix("content-length:"))
