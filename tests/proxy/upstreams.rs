@@ -274,3 +274,65 @@ fn max_connections_reached_is_503_and_never_the_server_s_fault() {
     let r = s.get("/api/name");
     assert_eq!((r.status, r.text().as_str()), (200, "a"), "{}", s.stderr());
 }
+
+/// Two module tables (a rule in each of two vhosts) that use one upstream
+/// share its pool, as nginx's `keepalive` and `max_conns` count per
+/// `upstream` block: the second vhost's request reuses the connection the
+/// first one's left idle, and `max-connections = 1` holds for both together.
+/// Before, each table had its own pools, so each doubled the figures.
+#[test]
+fn module_tables_that_use_one_upstream_share_its_pool() {
+    let app = App::start("a");
+    let rule = |name: &str, default: bool| {
+        format!(
+            "[[vhost]]\nserver-names = [\"{name}\"]\ndefault = {default}\ndocument-root = \"www\"\nmodules = [\"static-file\"]\n\
+             [[vhost.rule]]\nmatch = {{ path-prefix = \"/api/\" }}\n\
+             [vhost.rule.proxy]\nupstream = \"app\"\nmap-path = {{ \"/api/\" = \"/\" }}\n"
+        )
+    };
+    let s = Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\nmax-connections = 1\nconnect-timeout = 1\n\n\
+             {}\n{}",
+            app.addr(),
+            rule("one.test", true),
+            rule("two.test", false)
+        ),
+        |d| {
+            d.write("www/local.txt", "local");
+        },
+    );
+    let served = |host: &str| {
+        let r = s.req("GET", "/api/served-here", &[&format!("Host: {host}")]);
+        assert_eq!(r.status, 200, "{}", s.stderr());
+        r.text()
+    };
+    assert_eq!(served("one.test"), "0");
+    assert_eq!(
+        served("two.test"),
+        "1",
+        "the second vhost opened its own connection"
+    );
+    assert_eq!(served("one.test"), "2");
+
+    // one slow request through the first vhost holds the only connection
+    let addr = s.addr;
+    let slow = std::thread::spawn(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET /api/slow?s=3 HTTP/1.1\r\nHost: one.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_response(&mut c).status
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s.req("GET", "/api/name", &["Host: two.test"]).status != 503 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second vhost's requests never met the shared max-connections"
+        );
+    }
+    assert_eq!(slow.join().unwrap(), 200);
+    let r = s.req("GET", "/api/name", &["Host: two.test"]);
+    assert_eq!((r.status, r.text().as_str()), (200, "a"));
+}

@@ -74,12 +74,14 @@ pub struct UpstreamConfig {
     /// (nginx `keepalive_timeout` in an upstream).
     #[serde(default = "sixty")]
     pub keepalive_timeout: u64,
-    /// Idle kept-alive connections kept per worker and server; 0 closes each
-    /// connection after its request. Default 32 (nginx `keepalive`).
+    /// Idle kept-alive connections kept per worker and server, shared by
+    /// every module table that uses the upstream; 0 closes each connection
+    /// after its request. Default 32 (nginx `keepalive`, per upstream block).
     #[serde(default = "thirty_two")]
     pub keepalive: usize,
     /// Connections per worker to each server of this upstream, busy and
-    /// idle. Default 100.
+    /// idle, shared by every module table that uses it. Default 100 (nginx
+    /// `max_conns` without a `zone`).
     #[serde(default = "hundred")]
     pub max_connections: usize,
     /// Active health check: a path (`"/healthz"`) requested from every server
@@ -606,6 +608,7 @@ fn now_ms() -> u64 {
 pub struct Upstreams {
     by_name: HashMap<String, Arc<Upstream>>,
     order: Vec<Arc<Upstream>>,
+    owner: pool::PoolOwner,
 }
 
 impl Upstreams {
@@ -672,6 +675,14 @@ impl Upstreams {
     /// All upstreams, in file order.
     pub fn all(&self) -> &[Arc<Upstream>] {
         &self.order
+    }
+
+    /// The token that keeps this configuration's connection pools (see
+    /// [`pool::pool`]): a module that leases connections keeps a clone for
+    /// its lifetime; once the configuration and all its modules are gone, the
+    /// workers' pools of its upstreams close their idle connections.
+    pub fn pool_owner(&self) -> &pool::PoolOwner {
+        &self.owner
     }
 
     /// The declared names, for error messages.

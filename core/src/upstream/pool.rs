@@ -1,13 +1,13 @@
-//! Keep-alive connection pools to upstream servers, one per server and
-//! module instance in each worker (nginx `keepalive` in an `upstream`
-//! block): idle connections are reused while younger than
+//! Keep-alive connection pools to upstream servers, one per server of an
+//! upstream in each worker, shared by every module table that uses the
+//! upstream (nginx `keepalive` in an `upstream` block): idle connections are reused while younger than
 //! `keepalive-timeout` and still quiet, at most `keepalive` of them are kept,
 //! and at most `max-connections` are open at once. Shared by every module
 //! that talks to back ends (`proxy`, `fastcgi` with `FCGI_KEEP_CONN`).
 //!
 //! Pools live in a thread-local table: a worker never locks to lease a
-//! connection. A pool whose module instance is gone (a reload replaced the
-//! configuration) closes its connections instead of keeping them.
+//! connection. A pool whose configuration is gone (a reload replaced it, and
+//! its last request is over) closes its connections instead of keeping them.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -50,14 +50,22 @@ impl Limits {
     }
 }
 
-/// The pool of one server for one module instance, in one worker.
+/// What keeps a configuration's pools: [`Upstreams::pool_owner`] hands it
+/// out, and a module that leases connections keeps a clone. When every
+/// clone is gone, the pools it keyed close their connections.
+///
+/// [`Upstreams::pool_owner`]: super::Upstreams::pool_owner
+#[derive(Debug, Clone, Default)]
+pub struct PoolOwner(Arc<()>);
+
+/// The pool of one server of one upstream, in one worker.
 pub struct Pool {
     idle: RefCell<Vec<(Instant, Connection)>>,
     open: Cell<usize>,
     limits: Limits,
     upstream: Arc<Upstream>,
     index: usize,
-    /// The module instance that uses the pool; gone after a reload.
+    /// The configuration whose upstream it is; gone after a reload.
     owner: Weak<()>,
     /// Signalled when a connection is given back or closed, for a lease
     /// waiting at `max-connections`.
@@ -65,7 +73,7 @@ pub struct Pool {
 }
 
 thread_local! {
-    /// Pools by (module instance, server index).
+    /// Pools by (upstream, server index).
     static POOLS: RefCell<HashMap<(usize, usize), Rc<Pool>, foldhash::fast::RandomState>> =
         RefCell::new(HashMap::default());
 }
@@ -84,13 +92,22 @@ pub enum LeaseError {
     Busy,
 }
 
-/// The pool of server `index` of `upstream` for the module instance `owner`
-/// (an `Arc` the instance keeps for its lifetime) on this worker.
-pub fn pool(owner: &Arc<()>, upstream: &Arc<Upstream>, index: usize) -> Rc<Pool> {
-    let key = (Arc::as_ptr(owner) as usize, index);
+/// The pool of server `index` of `upstream` on this worker, which every
+/// module table of the configuration that uses `upstream` shares (nginx's
+/// `keepalive` and `max_conns` count per upstream block, not per
+/// `location`). `owner`: the configuration's [`PoolOwner`], from
+/// [`Upstreams::pool_owner`].
+///
+/// [`Upstreams::pool_owner`]: super::Upstreams::pool_owner
+pub fn pool(owner: &PoolOwner, upstream: &Arc<Upstream>, index: usize) -> Rc<Pool> {
+    let key = (Arc::as_ptr(upstream) as usize, index);
     POOLS.with(|p| {
         if let Some(found) = p.borrow().get(&key) {
-            return found.clone();
+            // (the pool keeps its upstream, so the key is never reused
+            // while the entry is here; the check is for clarity's sake)
+            if found.owner.strong_count() > 0 {
+                return found.clone();
+            }
         }
         let mut pools = p.borrow_mut();
         // a new instance (a reload): pools whose instance is gone close
@@ -105,7 +122,7 @@ pub fn pool(owner: &Arc<()>, upstream: &Arc<Upstream>, index: usize) -> Rc<Pool>
                     limits: Limits::of(upstream),
                     upstream: upstream.clone(),
                     index,
-                    owner: Arc::downgrade(owner),
+                    owner: Arc::downgrade(&owner.0),
                     freed: tokio::sync::Notify::new(),
                 })
             })

@@ -62,7 +62,7 @@ use tessera_core::actix_web::http::{Method, StatusCode};
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
 use tessera_core::response::error_response;
-use tessera_core::upstream::pool::{pool, Lease, Pool};
+use tessera_core::upstream::pool::{pool, Lease, Pool, PoolOwner};
 use tessera_core::upstream::Upstream;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 use tokio::io::AsyncWriteExt;
@@ -82,8 +82,9 @@ pub struct FastCgi {
     /// Send `FCGI_KEEP_CONN` and pool connections (`keep-conn`, and the
     /// upstream's `keepalive` is above 0).
     keep_conn: bool,
-    /// Alive as long as the instance: keys and ends its per-worker pools.
-    alive: Arc<()>,
+    /// Keeps the configuration's per-worker pools (shared with every module
+    /// table that uses the same upstream) for as long as the instance lives.
+    pools: PoolOwner,
 }
 
 impl ModuleDecl for FastCgi {
@@ -98,7 +99,7 @@ impl ModuleDecl for FastCgi {
             scripts: b.scripts,
             params: b.params,
             sendfile: b.sendfile,
-            alive: Arc::new(()),
+            pools: cx.upstreams.pool_owner().clone(),
         })
     }
 }
@@ -182,7 +183,7 @@ impl FastCgi {
             };
             tried.push(pick.index);
             let server = &self.upstream.servers[pick.index].address;
-            let pool = pool(&self.alive, &self.upstream, pick.index);
+            let pool = pool(&self.pools, &self.upstream, pick.index);
             let attempt = self.attempt(&pool, &out, &mut input).await;
             if !matches!(attempt, Err(Failed::Stale | Failed::Unsent(_))) {
                 tessera_core::buffers::give(std::mem::take(&mut out));

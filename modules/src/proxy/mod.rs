@@ -51,7 +51,7 @@ use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
 use tessera_core::request_body::BodyError;
 use tessera_core::response::error_response;
-use tessera_core::upstream::pool::pool;
+use tessera_core::upstream::pool::{pool, PoolOwner};
 use tessera_core::upstream::{Address, Upstream};
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
@@ -94,9 +94,9 @@ struct Inner {
     map_path: Vec<(String, String)>,
     host: HostMode,
     forwarded: ForwardedMode,
-    /// Alive as long as the instance: pools of a replaced configuration see
-    /// it gone and close their idle connections.
-    alive: Arc<()>,
+    /// Keeps the configuration's per-worker pools (shared with every module
+    /// table that uses the same upstream) for as long as the instance lives.
+    pools: PoolOwner,
 }
 
 impl ModuleDecl for Proxy {
@@ -167,7 +167,7 @@ impl ModuleDecl for Proxy {
                 map_path,
                 host: cfg.host,
                 forwarded: cfg.forwarded,
-                alive: Arc::new(()),
+                pools: cx.upstreams.pool_owner().clone(),
             }),
         })
     }
@@ -280,7 +280,7 @@ impl Inner {
             };
             tried.push(pick.index);
             let head = self.request_head(cx, (&path, query), pick.index);
-            let pool = pool(&self.alive, &self.upstream, pick.index);
+            let pool = pool(&self.pools, &self.upstream, pick.index);
             let server = &self.upstream.servers[pick.index].address;
             let sent = client::exchange(
                 &pool,
