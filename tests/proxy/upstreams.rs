@@ -237,6 +237,18 @@ fn a_kept_alive_connection_the_upstream_dropped_is_retried_once() {
     }
 }
 
+/// `GET /api/slow?s=3` for `host` on a thread of its own: its status.
+fn slow_request(addr: std::net::SocketAddr, host: &str) -> std::thread::JoinHandle<u16> {
+    let request =
+        format!("GET /api/slow?s=3 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    std::thread::spawn(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        read_response(&mut c).status
+    })
+}
+
 /// Tessera's own `max-connections` to a server is not the server's failure:
 /// a request that finds every connection busy gets 503, and the server is
 /// not marked down (the next request, once one is free, reaches it). Before,
@@ -249,14 +261,7 @@ fn max_connections_reached_is_503_and_never_the_server_s_fault() {
         "max-connections = 1\nmax-fails = 1\nconnect-timeout = 1",
         "",
     );
-    let addr = s.addr;
-    let slow = std::thread::spawn(move || {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        c.write_all(b"GET /api/slow?s=3 HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        read_response(&mut c).status
-    });
+    let slow = slow_request(s.addr, "site.test");
     // the slow request holds the only connection (bounded wait, no sleep)
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -317,14 +322,7 @@ fn module_tables_that_use_one_upstream_share_its_pool() {
     assert_eq!(served("one.test"), "2");
 
     // one slow request through the first vhost holds the only connection
-    let addr = s.addr;
-    let slow = std::thread::spawn(move || {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        c.write_all(b"GET /api/slow?s=3 HTTP/1.1\r\nHost: one.test\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        read_response(&mut c).status
-    });
+    let slow = slow_request(s.addr, "one.test");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while s.req("GET", "/api/name", &["Host: two.test"]).status != 503 {
         assert!(
