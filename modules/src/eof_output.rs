@@ -8,6 +8,7 @@
 //! the response never looks complete.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use crate::gateway::Input;
 use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::response::error_response;
+use tessera_core::upstream::pool::{pool, PoolOwner};
 
 /// When reading gives up.
 #[derive(Debug, Clone, Copy)]
@@ -256,11 +258,16 @@ pub(crate) fn declared_length(head: &[u8]) -> Result<Option<u64>, &'static str> 
     Ok(found)
 }
 
-/// A connection to a server of an upstream, for one request.
-pub(crate) type Conn = tessera_core::upstream::Connection;
+/// A connection to a server of an upstream, for one request: leased from
+/// the upstream's pool for the module (never given back, as each request
+/// has a connection of its own), so that `max-connections` holds and the
+/// status counts it open until it is dropped.
+pub(crate) type Conn = tessera_core::upstream::pool::Lease;
 
 /// One request to an application over a connection of its own (`scgi`,
-/// `uwsgi`): picks a server of `upstream` for `client`, connects, sends
+/// `uwsgi`): picks a server of `upstream` for `client`, connects (within
+/// `max-connections` per worker and server, counted with every other table
+/// of `owner`'s configuration that sends `who` to the upstream), sends
 /// `request` (the encoded header) and the body within the upstream's
 /// `send-timeout`, and reads the header block ([`Output::head`]) within its
 /// `read-timeout`. Failures count against the server's health and are
@@ -268,9 +275,11 @@ pub(crate) type Conn = tessera_core::upstream::Connection;
 ///
 /// # Errors
 /// The response to send: 502 (refused, broken off, a bad head), 504 (a
-/// timeout), 413 or 400 (the client's body failed on the way).
+/// timeout), 503 (every server at `max-connections`), 413 or 400 (the
+/// client's body failed on the way).
 pub(crate) async fn exchange(
-    upstream: &tessera_core::upstream::Upstream,
+    upstream: &Arc<tessera_core::upstream::Upstream>,
+    owner: &PoolOwner,
     client: Option<std::net::IpAddr>,
     request: Bytes,
     input: Input,
@@ -290,7 +299,8 @@ pub(crate) async fn exchange(
             .ok_or_else(|| error_response(last))?;
         tried.push(pick.index);
         let server = upstream.servers[pick.index].address.clone();
-        match pick.connect(None, who).await {
+        let pool = pool(owner, upstream, pick.index, who);
+        match pick.lease(&pool, None, who).await {
             Ok((pick, io)) => break (pick, io, server),
             Err(status) => last = status,
         }
@@ -298,7 +308,7 @@ pub(crate) async fn exchange(
     // the client's side failing is not the server's fault
     let mut client_failed = None;
     let sent = async {
-        let now = io.write_now(&request)?;
+        let now = io.conn().write_now(&request)?;
         io.write_all(&request[now..]).await?;
         if let Input::Whole(b) = &input {
             io.write_all(b).await?;

@@ -14,6 +14,7 @@ use tessera_core::actix_web::http::StatusCode;
 use tessera_core::actix_web::HttpResponse;
 use tessera_core::module::ContentFuture;
 use tessera_core::response::error_response;
+use tessera_core::upstream::pool::PoolOwner;
 use tessera_core::upstream::Upstream;
 use tessera_core::{BuildContext, Ctx, Hooks, Module, ModuleDecl};
 
@@ -64,6 +65,9 @@ pub struct SocketApp<P> {
     params: Vec<(String, String)>,
     sendfile: XSendfile,
     modifier1: u8,
+    /// Keeps the configuration's per-worker pools, which count this
+    /// module's connections against `max-connections`.
+    pools: PoolOwner,
     protocol: PhantomData<P>,
 }
 
@@ -79,6 +83,7 @@ impl<P: Protocol> ModuleDecl for SocketApp<P> {
             params: b.params,
             sendfile: b.sendfile,
             modifier1: b.modifier1,
+            pools: cx.upstreams.pool_owner().clone(),
             protocol: PhantomData,
         })
     }
@@ -137,11 +142,19 @@ impl<P: Protocol> SocketApp<P> {
             }
         };
         let client = cx.req.peer_addr().map(|p| p.ip());
-        let (head, mut out) =
-            match eof_output::exchange(&self.upstream, client, request, input, P::NAME).await {
-                Ok(r) => r,
-                Err(r) => return r,
-            };
+        let (head, mut out) = match eof_output::exchange(
+            &self.upstream,
+            &self.pools,
+            client,
+            request,
+            input,
+            P::NAME,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
         let declared = match eof_output::declared_length(&head) {
             Ok(d) => d,
             Err(why) => {

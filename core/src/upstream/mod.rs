@@ -201,30 +201,40 @@ impl Pick<'_> {
         &self.upstream.servers[self.index]
     }
 
-    /// Connects to the chosen server within the upstream's
-    /// `connect-timeout`. On failure the server's health counts it, the error
-    /// is logged with `who` (the module), the upstream and the server, and
-    /// the status to answer comes back: 504 for a timeout, 502 otherwise
-    /// (nginx `proxy_connect_timeout`, lighttpd's `connect-timeout`).
-    pub async fn connect(
+    /// A connection of its own to the chosen server, leased from `pool`
+    /// (the server's pool for the module, [`pool::pool`]) and never given
+    /// back: it counts against `max-connections` and in the status's open
+    /// connections until it is dropped. `resolved`: the server's TCP address
+    /// resolved at start. On failure the error is logged with `who` (the
+    /// module), the upstream and the server, and the status to answer comes
+    /// back: 504 when `connect-timeout` passed, 502 for a refused or failed
+    /// connect (both count against the server's health; nginx
+    /// `proxy_connect_timeout`, lighttpd's `connect-timeout`), 503 when
+    /// `max-connections` stayed busy for `connect-timeout` (Tessera's own
+    /// limit, not the server's fault).
+    pub async fn lease(
         self,
+        pool: &std::rc::Rc<pool::Pool>,
         resolved: Option<std::net::SocketAddr>,
         who: &str,
-    ) -> Result<(Self, Connection), actix_web::http::StatusCode> {
+    ) -> Result<(Self, pool::Lease), actix_web::http::StatusCode> {
         use actix_web::http::StatusCode;
-        let address = &self.server().address;
-        let limit = Duration::from_secs(self.upstream.config.connect_timeout);
-        match Connection::connect(address, resolved, limit).await {
+        match pool.lease(resolved).await {
             Ok(c) => Ok((self, c)),
             Err(e) => {
-                tracing::error!(upstream = %self.upstream.name, server = %address, "{who}: connect: {e}");
-                let status = if e.kind() == std::io::ErrorKind::TimedOut {
-                    StatusCode::GATEWAY_TIMEOUT
-                } else {
-                    StatusCode::BAD_GATEWAY
-                };
-                self.failed();
-                Err(status)
+                let address = &self.server().address;
+                tracing::error!(upstream = %self.upstream.name, server = %address, "{who}: {e}");
+                Err(match e {
+                    pool::LeaseError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+                    pool::LeaseError::ConnectTimeout => {
+                        self.failed();
+                        StatusCode::GATEWAY_TIMEOUT
+                    }
+                    pool::LeaseError::Connect(_) => {
+                        self.failed();
+                        StatusCode::BAD_GATEWAY
+                    }
+                })
             }
         }
     }

@@ -72,9 +72,12 @@ pub struct Pool {
     freed: tokio::sync::Notify,
 }
 
+/// A pool's key: the upstream's address, the server's index, the protocol.
+type Key = (usize, usize, &'static str);
+
 thread_local! {
-    /// Pools by (upstream, server index).
-    static POOLS: RefCell<HashMap<(usize, usize), Rc<Pool>, foldhash::fast::RandomState>> =
+    /// Pools by (upstream, server index, protocol).
+    static POOLS: RefCell<HashMap<Key, Rc<Pool>, foldhash::fast::RandomState>> =
         RefCell::new(HashMap::default());
 }
 
@@ -92,15 +95,21 @@ pub enum LeaseError {
     Busy,
 }
 
-/// The pool of server `index` of `upstream` on this worker, which every
-/// module table of the configuration that uses `upstream` shares (nginx's
-/// `keepalive` and `max_conns` count per upstream block, not per
-/// `location`). `owner`: the configuration's [`PoolOwner`], from
-/// [`Upstreams::pool_owner`].
+/// The pool of server `index` of `upstream` on this worker for
+/// `protocol` (the module's name: connections of one protocol are never
+/// handed to another), which every module table of the configuration that
+/// speaks it to `upstream` shares (nginx's `keepalive` and `max_conns`
+/// count per upstream block, not per `location`). `owner`: the
+/// configuration's [`PoolOwner`], from [`Upstreams::pool_owner`].
 ///
 /// [`Upstreams::pool_owner`]: super::Upstreams::pool_owner
-pub fn pool(owner: &PoolOwner, upstream: &Arc<Upstream>, index: usize) -> Rc<Pool> {
-    let key = (Arc::as_ptr(upstream) as usize, index);
+pub fn pool(
+    owner: &PoolOwner,
+    upstream: &Arc<Upstream>,
+    index: usize,
+    protocol: &'static str,
+) -> Rc<Pool> {
+    let key = (Arc::as_ptr(upstream) as usize, index, protocol);
     POOLS.with(|p| {
         if let Some(found) = p.borrow().get(&key) {
             // (the pool keeps its upstream, so the key is never reused
@@ -158,6 +167,42 @@ impl Lease {
         if let Some(c) = self.conn.take() {
             self.pool.give_back(c);
         }
+    }
+}
+
+/// Reads from the leased connection.
+impl tokio::io::AsyncRead for Lease {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(self.conn()).poll_read(cx, buf)
+    }
+}
+
+/// Writes to the leased connection.
+impl tokio::io::AsyncWrite for Lease {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(self.conn()).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(self.conn()).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(self.conn()).poll_shutdown(cx)
     }
 }
 

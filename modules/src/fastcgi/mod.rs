@@ -183,7 +183,7 @@ impl FastCgi {
             };
             tried.push(pick.index);
             let server = &self.upstream.servers[pick.index].address;
-            let pool = pool(&self.pools, &self.upstream, pick.index);
+            let pool = pool(&self.pools, &self.upstream, pick.index, Self::NAME);
             let attempt = self.attempt(&pool, &out, &mut input).await;
             if !matches!(attempt, Err(Failed::Stale | Failed::Unsent(_))) {
                 tessera_core::buffers::give(std::mem::take(&mut out));

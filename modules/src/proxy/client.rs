@@ -203,7 +203,7 @@ pub(super) async fn exchange(
     };
     let keep = !close && !matches!(framing, Framing::Close) && limits.keepalive > 0;
     let mut body = Body {
-        conn: Some(Held::Pooled(lease)),
+        conn: Some(lease),
         buf,
         framing,
         keep,
@@ -590,27 +590,12 @@ fn flush(head: &mut [u8], run: &mut std::ops::Range<usize>, w: usize) -> usize {
     w + len
 }
 
-/// The connection a response body is read from.
-enum Held {
-    /// Leased from the pool: given back when the body ends cleanly.
-    Pooled(Lease),
-    /// The upgrade path's own connection: closed at the body's end.
-    Own(Conn),
-}
-
-impl Held {
-    fn conn(&mut self) -> &mut Conn {
-        match self {
-            Held::Pooled(l) => l.conn(),
-            Held::Own(c) => c,
-        }
-    }
-}
-
 /// The response body as a stream; the connection goes back to the pool
 /// when the body is complete and the server keeps it alive.
 pub(super) struct Body {
-    conn: Option<Held>,
+    /// Given back when the body ends cleanly and `keep`; closed otherwise
+    /// (dropped).
+    conn: Option<Lease>,
     buf: BytesMut,
     framing: Framing,
     keep: bool,
@@ -626,7 +611,7 @@ pub(super) struct BodyFailed(&'static str);
 impl Body {
     /// The body ended properly: the connection is reused or closed.
     fn finish(&mut self) {
-        if let Some(Held::Pooled(lease)) = self.conn.take() {
+        if let Some(lease) = self.conn.take() {
             if self.keep && self.buf.is_empty() {
                 lease.release();
             }
@@ -634,7 +619,7 @@ impl Body {
         self.framing = Framing::None;
     }
 
-    /// The body of an answer read outside the pool (the upgrade path's
+    /// The body of an answer on a connection of its own (the upgrade path's
     /// answer other than 101) on `conn`, `buf` holding its first bytes,
     /// framed by the fields `h` as [`exchange`] frames a pooled one
     /// (`head_only`: the request was HEAD); the connection is closed at
@@ -644,7 +629,7 @@ impl Body {
     /// The framing is broken (RFC 9112 §6.3; 502): more than one or an
     /// invalid Content-Length, or a transfer coding other than chunked.
     pub(super) fn unpooled(
-        conn: Conn,
+        conn: Lease,
         buf: BytesMut,
         read: Duration,
         (status, head_only): (StatusCode, bool),
@@ -682,7 +667,7 @@ impl Body {
             Framing::Close
         };
         let mut body = Body {
-            conn: Some(Held::Own(conn)),
+            conn: Some(conn),
             buf,
             framing,
             keep: false,

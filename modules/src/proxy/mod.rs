@@ -280,7 +280,7 @@ impl Inner {
             };
             tried.push(pick.index);
             let head = self.request_head(cx, (&path, query), pick.index);
-            let pool = pool(&self.pools, &self.upstream, pick.index);
+            let pool = pool(&self.pools, &self.upstream, pick.index, Proxy::NAME);
             let server = &self.upstream.servers[pick.index].address;
             let sent = client::exchange(
                 &pool,
@@ -409,7 +409,8 @@ impl Inner {
         head.extend_from_slice(b"\r\nconnection: upgrade\r\n\r\n");
         let server = &self.upstream.servers[pick.index].address;
         let resolved = self.addrs[pick.index];
-        let (pick, up) = match pick.connect(resolved, "proxy: upgrade").await {
+        let pool = pool(&self.pools, &self.upstream, pick.index, Proxy::NAME);
+        let (pick, up) = match pick.lease(&pool, resolved, "proxy: upgrade").await {
             Ok(c) => c,
             Err(status) => return error_response(status),
         };

@@ -16,8 +16,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// The largest response head read from the server, bytes.
 const MAX_HEAD: usize = 64 * 1024;
 
-/// A connection to a server, TCP or Unix.
-pub(super) type Stream = tessera_core::upstream::Connection;
+/// A connection of its own to a server, TCP or Unix, leased from the
+/// server's pool (closed, never given back, when the tunnel or the body
+/// ends).
+pub(super) type Stream = tessera_core::upstream::pool::Lease;
 
 /// Sends the upgrade request and reads the answer head. A 101 becomes a
 /// response carrying the [`Upgrade`] that runs the tunnel; another status
@@ -104,10 +106,7 @@ pub(super) async fn upgrade(
     r.extensions_mut()
         .insert(Upgrade::new(move |client: Tunnel| async move {
             let Tunnel { io, read } = client;
-            let _ = match up {
-                Stream::Tcp(s) => pump(io, read, s, early, idle).await,
-                Stream::Unix(s) => pump(io, read, s, early, idle).await,
-            };
+            let _ = pump(io, read, up, early, idle).await;
         }));
     Ok(r)
 }
