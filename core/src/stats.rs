@@ -2,11 +2,12 @@
 //! the `status` module, like lighttpd mod_status and nginx stub_status).
 //!
 //! Everything a request touches is an atomic add on a counter that the
-//! configuration resolved once (no lookup, no lock per request).
+//! configuration resolved once (no lookup, no lock per request), in the
+//! shard of the worker's own thread (no cache line shared between workers).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -49,28 +50,95 @@ impl Histogram {
     }
 }
 
-/// Per-vhost request counters.
-#[derive(Debug, Default)]
+/// Per-vhost request counters, sharded: each thread adds to its own shard
+/// (a worker's is its own; [`claim_shard`]), so that workers never contend
+/// for one cache line per request; a snapshot sums the shards.
+#[derive(Debug)]
 pub struct VhostCounters {
+    shards: Box<[Shard]>,
+}
+
+/// One shard of [`VhostCounters`], on cache lines of its own (128 bytes:
+/// the pair of lines the adjacent-line prefetcher fetches together).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
     /// Responses by status class: index 0 = 1xx ... 4 = 5xx.
-    pub by_class: [AtomicU64; 5],
+    by_class: [AtomicU64; 5],
     /// Response body bytes announced (Content-Length of sized bodies; HEAD
     /// and 304 count 0).
-    pub bytes: AtomicU64,
+    bytes: AtomicU64,
     /// Time from the request's dispatch to its response head (the content
     /// handler's answer, a back end's included).
-    pub duration: Histogram,
+    duration: Histogram,
+}
+
+/// Shards per vhost: the machine's cores rounded up to a power of two, at
+/// most 16 (threads beyond share shards; an add stays atomic).
+fn shard_count() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 16)
+            .next_power_of_two()
+    })
+}
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's shard number (taken in turn on first use; modulo the
+    /// shard count).
+    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Takes this thread's shard now: workers call it as they start, so that
+/// each has one of its own before any other thread counts a request.
+pub fn claim_shard() {
+    SHARD.with(|_| ());
+}
+
+impl Default for VhostCounters {
+    fn default() -> Self {
+        VhostCounters {
+            shards: (0..shard_count()).map(|_| Shard::default()).collect(),
+        }
+    }
 }
 
 impl VhostCounters {
     /// Counts one response, its body size and how long it took.
     pub fn record(&self, status: u16, body_bytes: u64, took: Duration) {
+        let n = SHARD.with(|n| *n) & (self.shards.len() - 1);
+        let s = &self.shards[n];
         let class = (status / 100).clamp(1, 5) as usize - 1;
-        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        s.by_class[class].fetch_add(1, Ordering::Relaxed);
         if body_bytes > 0 {
-            self.bytes.fetch_add(body_bytes, Ordering::Relaxed);
+            s.bytes.fetch_add(body_bytes, Ordering::Relaxed);
         }
-        self.duration.observe(took);
+        s.duration.observe(took);
+    }
+
+    /// The sums over the shards: responses by class, body bytes, duration
+    /// buckets and the durations' sum (µs).
+    fn totals(&self) -> ([u64; 5], u64, [u64; DURATION_BOUNDS_US.len() + 1], u64) {
+        let mut by = [0; 5];
+        let mut bytes = 0;
+        let mut buckets = [0; DURATION_BOUNDS_US.len() + 1];
+        let mut sum = 0;
+        for s in self.shards.iter() {
+            for (o, a) in by.iter_mut().zip(&s.by_class) {
+                *o += a.load(Ordering::Relaxed);
+            }
+            bytes += s.bytes.load(Ordering::Relaxed);
+            let (b, us) = s.duration.snapshot();
+            for (o, n) in buckets.iter_mut().zip(b) {
+                *o += n;
+            }
+            sum += us;
+        }
+        (by, bytes, buckets, sum)
     }
 }
 
@@ -155,15 +223,11 @@ impl Stats {
         let v = self.vhosts.lock().unwrap_or_else(|e| e.into_inner());
         v.iter()
             .map(|(l, c)| {
-                let mut by = [0; 5];
-                for (i, a) in c.by_class.iter().enumerate() {
-                    by[i] = a.load(Ordering::Relaxed);
-                }
-                let (duration_buckets, duration_sum_us) = c.duration.snapshot();
+                let (by_class, bytes, duration_buckets, duration_sum_us) = c.totals();
                 VhostSnapshot {
                     label: l.clone(),
-                    by_class: by,
-                    bytes: c.bytes.load(Ordering::Relaxed),
+                    by_class,
+                    bytes,
                     duration_buckets,
                     duration_sum_us,
                 }
@@ -228,5 +292,21 @@ mod tests {
         assert_eq!(b[1], 1, "<= 100 µs");
         assert_eq!(b[DURATION_BOUNDS_US.len()], 1, "+Inf");
         assert_eq!(sum, 30 + 50 + 51 + 60_000_000);
+    }
+
+    #[test]
+    fn a_vhost_s_shards_add_up() {
+        let c = VhostCounters::default();
+        c.record(200, 10, Duration::from_micros(30));
+        std::thread::scope(|t| {
+            for _ in 0..3 {
+                t.spawn(|| c.record(404, 5, Duration::from_micros(60)));
+            }
+        });
+        let (by, bytes, buckets, sum) = c.totals();
+        assert_eq!(by, [0, 1, 0, 3, 0]);
+        assert_eq!(bytes, 25);
+        assert_eq!((buckets[0], buckets[1]), (1, 3));
+        assert_eq!(sum, 30 + 3 * 60);
     }
 }

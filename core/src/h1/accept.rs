@@ -292,6 +292,7 @@ where
             if let Ok(name) = std::ffi::CString::new(format!("tessera-w{n}")) {
                 let _ = rustix::thread::set_name(&name);
             }
+            crate::stats::claim_shard();
             actix_rt::spawn(async move {
                 worker(sockets, service, settings, shutdown, ready_tx).await;
                 let _ = tx.send(());
