@@ -240,6 +240,53 @@ fn a_small_answer_goes_out_before_an_unread_body_arrives() {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"bb"[..]));
 }
 
+/// The same for a chunked body: the answer goes out before the rest of the
+/// chunks, which are drained after it so that the connection serves the next
+/// request; chunks past the drain limit (1 MiB) end the connection after the
+/// answer (nginx closes when a discard it started after answering does not
+/// finish). Before, a chunked body was drained first: a client that waited
+/// for the answer waited client-header-timeout and got a close.
+#[test]
+fn a_small_answer_goes_out_before_an_unread_chunked_body() {
+    let s = server("");
+    let mut c = connect(&s);
+    c.write_all(
+        b"POST /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+    )
+    .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("connection"), None);
+    c.write_all(b"lo\r\n0\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"bb"[..]));
+
+    c.write_all(b"PUT /a.txt HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c);
+    assert_eq!(r.status, 405);
+    // 2 MiB of chunks, never ended: past the drain limit the server closes
+    let chunk = [
+        format!("{:x}\r\n", 64 * 1024).into_bytes(),
+        vec![b'x'; 64 * 1024],
+        b"\r\n".to_vec(),
+    ]
+    .concat();
+    for _ in 0..32 {
+        if c.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut rest = [0u8; 64];
+    match c.read(&mut rest) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the connection stayed open: {other:?}"),
+    }
+}
+
 /// `Expect: 100-continue` with a body nobody reads: the final status, then a
 /// close (RFC 9110 §10.1.1), never a wait for a body the client withholds.
 #[test]

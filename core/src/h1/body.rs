@@ -269,12 +269,16 @@ impl Incoming {
         }
     }
 
-    /// Whether what is left of the body is known to be at most `limit`
-    /// bytes (a Content-Length body, or one read whole), so that
-    /// [`Incoming::drain`] can only fail by a timeout or a client gone.
-    pub(super) fn left_within(&self, limit: u64) -> bool {
+    /// Whether the answer may go out before what is left of the body is
+    /// drained ([`Incoming::drain`] after it): a Content-Length body of at
+    /// most `limit` bytes left (its drain can only fail by a timeout or a
+    /// client gone), or a chunked one, whose length is unknown: one that
+    /// passes `limit` closes the connection after the answer, as nginx
+    /// closes when a discard it started after answering does not finish.
+    pub(super) fn drainable_after(&self, limit: u64) -> bool {
         self.done
-            || (!self.broken && self.framing != super::head::Framing::Chunked && self.left <= limit)
+            || (!self.broken
+                && (self.framing == super::head::Framing::Chunked || self.left <= limit))
     }
 
     /// Discards what is left of the body, at most `limit` more bytes, so that

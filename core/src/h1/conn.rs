@@ -417,7 +417,7 @@ where
         // lingering close reads the rest, after the answer
         Some(_) if !keep && (status.is_client_error() || status.is_server_error()) => false,
         Some(b) if head_expects && !b.continued && !b.done => false,
-        Some(b) if keep && !b.done && b.left_within(st.drain_limit) && small(&res) => {
+        Some(b) if keep && !b.done && b.drainable_after(st.drain_limit) && small(&res) => {
             drain_after = true;
             true
         }
