@@ -139,3 +139,42 @@ fn an_upgrade_the_server_declines_keeps_its_body() {
         assert_eq!(r.body.len(), len, "{path}");
     }
 }
+
+/// Sends a WebSocket handshake for `/api/ws` on a new connection to `s`:
+/// the connection and the status line of the answer.
+fn websocket(s: &Server) -> (TcpStream, String) {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(
+        b"GET /api/ws HTTP/1.1\r\nHost: site.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let (line, _) = crate::engine::read_response_line(&mut c);
+    (c, line)
+}
+
+/// An upgrade goes out on a new connection, never on an idle kept-alive
+/// one the server may have closed meanwhile (its failure could not be
+/// retried), and a server at `max-connections` is skipped for the next
+/// one, as for any request. Before, the tunnel took the idle connection (a
+/// "rude" server, which drops a connection's second request, then made it
+/// 502 and was marked down) and a busy first server was 503.
+#[test]
+fn an_upgrade_takes_a_new_connection_and_skips_a_busy_server() {
+    let rude = App::start("rude-a");
+    let b = App::start("b");
+    let s = proxy_server(
+        &[rude.addr(), b.addr()],
+        "balance = \"first\"\nmax-connections = 1\nconnect-timeout = 1",
+        "http1-engine = \"tessera\"",
+    );
+    // leaves one idle connection to the first server
+    assert_eq!(s.get("/api/name").text(), "rude-a");
+    let (_held, line) = websocket(&s);
+    assert!(line.starts_with("HTTP/1.1 101"), "{line}\n{}", s.stderr());
+    // the first server's only connection is the tunnel: the next one
+    // goes to the second server
+    let (_second, line) = websocket(&s);
+    assert!(line.starts_with("HTTP/1.1 101"), "{line}\n{}", s.stderr());
+    assert!(!s.stderr().contains("marked down"), "{}", s.stderr());
+}

@@ -334,3 +334,48 @@ fn module_tables_that_use_one_upstream_share_its_pool() {
     let r = s.req("GET", "/api/name", &["Host: two.test"]);
     assert_eq!((r.status, r.text().as_str()), (200, "a"));
 }
+
+/// Established TCP connections to 127.0.0.1:`port` on this machine (from
+/// /proc/net/tcp: the remote end is the port; state 01).
+fn established_to(port: u16) -> usize {
+    let want = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2] == want && f[3] == "01"
+        })
+        .count()
+}
+
+/// A reload retires the old configuration's pools: a connection that a
+/// request in flight across the reload gives back to its old pool is
+/// closed once that request is over, though no further request looks up a
+/// pool. Before, it stayed open (and uncounted) until a later reload.
+#[test]
+fn a_reload_closes_the_old_pools_connections_after_their_last_request() {
+    let app = App::start("a");
+    let port: u16 = app.addr().rsplit(':').next().unwrap().parse().unwrap();
+    let s = proxy_server(&[app.addr()], "", "");
+    assert_eq!(s.get("/api/name").status, 200);
+    let slow = slow_request(s.addr, "site.test");
+    // the slow request holds the kept connection; the reload comes meanwhile
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !s
+        .get("/server-status?format=prometheus")
+        .text()
+        .lines()
+        .any(|l| l.starts_with("tessera_upstream_in_flight{") && l.trim_end().ends_with(" 1"))
+    {
+        assert!(std::time::Instant::now() < deadline, "never in flight");
+    }
+    s.reload(None);
+    assert_eq!(s.get("/api/name").status, 200);
+    assert_eq!(slow.join().unwrap(), 200);
+    // the new pool's connection stays; the old one closes
+    crate::fastcgi::wait_for("the old pool's connection to close", || {
+        established_to(port) == 1
+    });
+}

@@ -201,9 +201,9 @@ impl Pick<'_> {
         &self.upstream.servers[self.index]
     }
 
-    /// A connection of its own to the chosen server, leased from `pool`
-    /// (the server's pool for the module, [`pool::pool`]) and never given
-    /// back: it counts against `max-connections` and in the status's open
+    /// A new connection of its own to the chosen server, leased from `pool`
+    /// (the server's pool for the module, [`pool::pool`];
+    /// [`pool::Pool::lease_new`]) and never given back: it counts against `max-connections` and in the status's open
     /// connections until it is dropped. `resolved`: the server's TCP address
     /// resolved at start. On failure the error is logged with `who` (the
     /// module), the upstream and the server, and the status to answer comes
@@ -219,7 +219,7 @@ impl Pick<'_> {
         who: &str,
     ) -> Result<(Self, pool::Lease), actix_web::http::StatusCode> {
         use actix_web::http::StatusCode;
-        match pool.lease(resolved).await {
+        match pool.lease_new(resolved).await {
             Ok(c) => Ok((self, c)),
             Err(e) => {
                 let address = &self.server().address;

@@ -56,7 +56,18 @@ impl Limits {
 ///
 /// [`Upstreams::pool_owner`]: super::Upstreams::pool_owner
 #[derive(Debug, Clone, Default)]
-pub struct PoolOwner(Arc<()>);
+pub struct PoolOwner(Arc<OwnerToken>);
+
+/// What [`PoolOwner`]s share: its channel closes when the last one is
+/// dropped, which wakes each worker's sweep of the pools it keyed.
+#[derive(Debug)]
+struct OwnerToken(tokio::sync::watch::Sender<()>);
+
+impl Default for OwnerToken {
+    fn default() -> Self {
+        OwnerToken(tokio::sync::watch::Sender::new(()))
+    }
+}
 
 /// The pool of one server of one upstream, in one worker.
 pub struct Pool {
@@ -66,7 +77,7 @@ pub struct Pool {
     upstream: Arc<Upstream>,
     index: usize,
     /// The configuration whose upstream it is; gone after a reload.
-    owner: Weak<()>,
+    owner: Weak<OwnerToken>,
     /// Signalled when a connection is given back or closed, for a lease
     /// waiting at `max-connections`.
     freed: tokio::sync::Notify,
@@ -119,23 +130,30 @@ pub fn pool(
             }
         }
         let mut pools = p.borrow_mut();
-        // a new instance (a reload): pools whose instance is gone close
-        // their idle connections
+        // pools whose configuration is gone close their idle connections
         pools.retain(|_, pool| pool.owner.strong_count() > 0);
-        pools
-            .entry(key)
-            .or_insert_with(|| {
-                Rc::new(Pool {
-                    idle: RefCell::new(Vec::new()),
-                    open: Cell::new(0),
-                    limits: Limits::of(upstream),
-                    upstream: upstream.clone(),
-                    index,
-                    owner: Arc::downgrade(&owner.0),
-                    freed: tokio::sync::Notify::new(),
-                })
-            })
-            .clone()
+        let pool = Rc::new(Pool {
+            idle: RefCell::new(Vec::new()),
+            open: Cell::new(0),
+            limits: Limits::of(upstream),
+            upstream: upstream.clone(),
+            index,
+            owner: Arc::downgrade(&owner.0),
+            freed: tokio::sync::Notify::new(),
+        });
+        pools.insert(key, pool.clone());
+        // once the configuration is gone (its last module and request
+        // ended), the pool closes what it holds even if this worker never
+        // leases again; a connection given back later is closed then
+        let mut gone = owner.0 .0.subscribe();
+        actix_rt::spawn(async move {
+            while gone.changed().await.is_ok() {}
+            POOLS.with(|p| {
+                p.borrow_mut()
+                    .retain(|_, pool| pool.owner.strong_count() > 0)
+            });
+        });
+        pool
     })
 }
 
@@ -214,6 +232,41 @@ impl Drop for Lease {
     }
 }
 
+/// A connection counted open before its connect: uncounted when dropped
+/// unless [`Reserved::keep`] (the connect failed, or its future was
+/// dropped while connecting).
+struct Reserved<'a>(Option<&'a Rc<Pool>>);
+
+impl Reserved<'_> {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.0 {
+            pool.closed();
+        }
+    }
+}
+
+/// A pool that goes (its configuration replaced) closes its idle
+/// connections and stops counting them.
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let idle = std::mem::take(self.idle.get_mut());
+        for _ in &idle {
+            self.server()
+                .idle_connections
+                .fetch_sub(1, Ordering::Relaxed);
+            self.server()
+                .open_connections
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Pool {
     fn server(&self) -> &Server {
         &self.upstream.servers[self.index]
@@ -243,16 +296,52 @@ impl Pool {
         self: &Rc<Self>,
         resolved: Option<std::net::SocketAddr>,
     ) -> Result<Lease, LeaseError> {
+        self.lease_with(resolved, false).await
+    }
+
+    /// A new connection, never an idle one: for a connection that is never
+    /// given back (a WebSocket tunnel, a protocol with one request per
+    /// connection), whose failure on a connection the server closed while
+    /// idle could not be told from the server's and retried. At
+    /// `max-connections` an idle connection is closed to make room, else it
+    /// waits as [`Pool::lease`] does.
+    ///
+    /// # Errors
+    /// As [`Pool::lease`].
+    pub async fn lease_new(
+        self: &Rc<Self>,
+        resolved: Option<std::net::SocketAddr>,
+    ) -> Result<Lease, LeaseError> {
+        self.lease_with(resolved, true).await
+    }
+
+    async fn lease_with(
+        self: &Rc<Self>,
+        resolved: Option<std::net::SocketAddr>,
+        new: bool,
+    ) -> Result<Lease, LeaseError> {
         // the exchange's timeouts (connect, send, read) then wake no one
         crate::timer_floor::touch();
         // the clock is read only when the pool is full
         let mut deadline = None;
         loop {
-            if let Some(l) = self.reuse() {
-                return Ok(l);
+            if !new {
+                if let Some(l) = self.reuse() {
+                    return Ok(l);
+                }
             }
             if self.open.get() < self.limits.max_connections {
                 break;
+            }
+            if new {
+                let popped = self.idle.borrow_mut().pop();
+                if popped.is_some() {
+                    self.server()
+                        .idle_connections
+                        .fetch_sub(1, Ordering::Relaxed);
+                    self.closed();
+                    continue;
+                }
             }
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.limits.connect);
             let left = deadline.saturating_duration_since(Instant::now());
@@ -265,16 +354,17 @@ impl Pool {
             }
         }
         // counted before the connect, so that leases connecting at the same
-        // time never pass max-connections together
+        // time never pass max-connections together; uncounted if the
+        // connect fails or its future is dropped
         self.open.set(self.open.get() + 1);
         self.server()
             .open_connections
             .fetch_add(1, Ordering::Relaxed);
+        let reserved = Reserved(Some(self));
         let address = &self.server().address;
         let conn = match Connection::connect(address, resolved, self.limits.connect).await {
             Ok(c) => c,
             Err(e) => {
-                self.closed();
                 return Err(if e.kind() == std::io::ErrorKind::TimedOut {
                     LeaseError::ConnectTimeout
                 } else {
@@ -282,6 +372,7 @@ impl Pool {
                 });
             }
         };
+        reserved.keep();
         Ok(Lease {
             conn: Some(conn),
             pool: self.clone(),

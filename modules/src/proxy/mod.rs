@@ -385,8 +385,23 @@ impl Inner {
         upgrade: HeaderValue,
     ) -> HttpResponse {
         let u = &self.upstream.config;
-        let Some(pick) = self.upstream.pick(req.peer_addr().map(|a| a.ip()), &[]) else {
-            return error_response(StatusCode::BAD_GATEWAY);
+        // a server that cannot be reached (refused, connect-timeout, or at
+        // max-connections) got nothing: the next one is tried, as for any
+        // request; when none is left, the last one's status answers
+        let client = req.peer_addr().map(|a| a.ip());
+        let mut tried: smallvec::SmallVec<[usize; 2]> = smallvec::SmallVec::new();
+        let mut last = StatusCode::BAD_GATEWAY;
+        let (pick, up) = loop {
+            let Some(pick) = self.upstream.pick(client, &tried) else {
+                return error_response(last);
+            };
+            tried.push(pick.index);
+            let pool = pool(&self.pools, &self.upstream, pick.index, Proxy::NAME);
+            let resolved = self.addrs[pick.index];
+            match pick.lease(&pool, resolved, "proxy: upgrade").await {
+                Ok(leased) => break leased,
+                Err(status) => last = status,
+            }
         };
         if let HostMode::Upstream = self.host {
             if let Ok(v) = HeaderValue::from_str(self.upstream_host(pick.index)) {
@@ -408,12 +423,6 @@ impl Inner {
         head.extend_from_slice(upgrade.as_bytes());
         head.extend_from_slice(b"\r\nconnection: upgrade\r\n\r\n");
         let server = &self.upstream.servers[pick.index].address;
-        let resolved = self.addrs[pick.index];
-        let pool = pool(&self.pools, &self.upstream, pick.index, Proxy::NAME);
-        let (pick, up) = match pick.lease(&pool, resolved, "proxy: upgrade").await {
-            Ok(c) => c,
-            Err(status) => return error_response(status),
-        };
         let idle = Duration::from_secs(u.read_timeout);
         let head_only = *method == tessera_core::actix_web::http::Method::HEAD;
         match tokio::time::timeout(idle, tunnel::upgrade(up, head, idle, head_only)).await {
