@@ -83,13 +83,7 @@ fn the_proxy_protocol_from_an_untrusted_source_is_refused() {
 fn a_websocket_echo_passes_through() {
     let app = App::start("a");
     let s = proxy_server(&[app.addr()], "", "http1-engine = \"tessera\"");
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c.write_all(
-        b"GET /api/ws HTTP/1.1\r\nHost: site.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .unwrap();
-    let (line, r) = crate::engine::read_response_line(&mut c);
+    let (mut c, line, r) = websocket(&s);
     assert!(line.starts_with("HTTP/1.1 101"), "{line}");
     assert_eq!(r.header("upgrade"), Some("websocket"));
     assert_eq!(r.header("connection"), Some("upgrade"));
@@ -141,16 +135,16 @@ fn an_upgrade_the_server_declines_keeps_its_body() {
 }
 
 /// Sends a WebSocket handshake for `/api/ws` on a new connection to `s`:
-/// the connection and the status line of the answer.
-fn websocket(s: &Server) -> (TcpStream, String) {
+/// the connection, the status line of the answer and its fields.
+fn websocket(s: &Server) -> (TcpStream, String, Response) {
     let mut c = TcpStream::connect(s.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(
         b"GET /api/ws HTTP/1.1\r\nHost: site.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
     )
     .unwrap();
-    let (line, _) = crate::engine::read_response_line(&mut c);
-    (c, line)
+    let (line, r) = crate::engine::read_response_line(&mut c);
+    (c, line, r)
 }
 
 /// An upgrade goes out on a new connection, never on an idle kept-alive
@@ -170,11 +164,11 @@ fn an_upgrade_takes_a_new_connection_and_skips_a_busy_server() {
     );
     // leaves one idle connection to the first server
     assert_eq!(s.get("/api/name").text(), "rude-a");
-    let (_held, line) = websocket(&s);
+    let (_held, line, _) = websocket(&s);
     assert!(line.starts_with("HTTP/1.1 101"), "{line}\n{}", s.stderr());
     // the first server's only connection is the tunnel: the next one
     // goes to the second server
-    let (_second, line) = websocket(&s);
+    let (_second, line, _) = websocket(&s);
     assert!(line.starts_with("HTTP/1.1 101"), "{line}\n{}", s.stderr());
     assert!(!s.stderr().contains("marked down"), "{}", s.stderr());
 }
