@@ -104,7 +104,9 @@ impl Runtime {
             tracing::error!("reload: {e}");
         }
         crate::upstream::start_health_checks(&new.upstreams);
-        self.current.store(Arc::new(new));
+        let old = self.current.swap(Arc::new(new));
+        // its requests in flight finish on it, but its pools keep nothing
+        old.upstreams.pool_owner().retire();
         let generation = crate::stats::global()
             .generation
             .fetch_add(1, Ordering::Relaxed)

@@ -237,10 +237,10 @@ fn a_kept_alive_connection_the_upstream_dropped_is_retried_once() {
     }
 }
 
-/// `GET /api/slow?s=3` for `host` on a thread of its own: its status.
-fn slow_request(addr: std::net::SocketAddr, host: &str) -> std::thread::JoinHandle<u16> {
+/// `GET /api/slow?s=SECS` for `host` on a thread of its own: its status.
+fn slow_request(addr: std::net::SocketAddr, host: &str, secs: u32) -> std::thread::JoinHandle<u16> {
     let request =
-        format!("GET /api/slow?s=3 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        format!("GET /api/slow?s={secs} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     std::thread::spawn(move || {
         let mut c = TcpStream::connect(addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -261,7 +261,7 @@ fn max_connections_reached_is_503_and_never_the_server_s_fault() {
         "max-connections = 1\nmax-fails = 1\nconnect-timeout = 1",
         "",
     );
-    let slow = slow_request(s.addr, "site.test");
+    let slow = slow_request(s.addr, "site.test", 3);
     // the slow request holds the only connection (bounded wait, no sleep)
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -322,7 +322,7 @@ fn module_tables_that_use_one_upstream_share_its_pool() {
     assert_eq!(served("one.test"), "2");
 
     // one slow request through the first vhost holds the only connection
-    let slow = slow_request(s.addr, "one.test");
+    let slow = slow_request(s.addr, "one.test", 3);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while s.req("GET", "/api/name", &["Host: two.test"]).status != 503 {
         assert!(
@@ -350,18 +350,26 @@ fn established_to(port: u16) -> usize {
         .count()
 }
 
-/// A reload retires the old configuration's pools: a connection that a
-/// request in flight across the reload gives back to its old pool is
-/// closed once that request is over, though no further request looks up a
-/// pool. Before, it stayed open (and uncounted) until a later reload.
+/// A reload retires the old configuration's pools: their idle connections
+/// close at once, though a request of the old configuration is still in
+/// flight (it might hold an application's worker: php-fpm's), and the
+/// connection that request gives back is closed too, though no further
+/// request looks up a pool. Before, both stayed open: until the old
+/// configuration's last request ended, or until a later reload.
 #[test]
-fn a_reload_closes_the_old_pools_connections_after_their_last_request() {
+fn a_reload_closes_the_old_pools_connections() {
     let app = App::start("a");
     let port: u16 = app.addr().rsplit(':').next().unwrap().parse().unwrap();
     let s = proxy_server(&[app.addr()], "", "");
-    assert_eq!(s.get("/api/name").status, 200);
-    let slow = slow_request(s.addr, "site.test");
-    // the slow request holds the kept connection; the reload comes meanwhile
+    // two idle connections
+    let (a, b) = (
+        slow_request(s.addr, "site.test", 1),
+        slow_request(s.addr, "site.test", 1),
+    );
+    assert_eq!((a.join().unwrap(), b.join().unwrap()), (200, 200));
+    assert_eq!(established_to(port), 2);
+    // one of them carries a slow request across the reload
+    let slow = slow_request(s.addr, "site.test", 4);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !s
         .get("/server-status?format=prometheus")
@@ -372,10 +380,13 @@ fn a_reload_closes_the_old_pools_connections_after_their_last_request() {
         assert!(std::time::Instant::now() < deadline, "never in flight");
     }
     s.reload(None);
-    assert_eq!(s.get("/api/name").status, 200);
-    assert_eq!(slow.join().unwrap(), 200);
-    // the new pool's connection stays; the old one closes
-    crate::fastcgi::wait_for("the old pool's connection to close", || {
+    crate::fastcgi::wait_for("the old pool's idle connection to close", || {
         established_to(port) == 1
     });
+    assert_eq!(slow.join().unwrap(), 200);
+    crate::fastcgi::wait_for("the connection given back to the old pool to close", || {
+        established_to(port) == 0
+    });
+    assert_eq!(s.get("/api/name").status, 200);
+    assert_eq!(established_to(port), 1);
 }

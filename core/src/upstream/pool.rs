@@ -58,14 +58,25 @@ impl Limits {
 #[derive(Debug, Clone, Default)]
 pub struct PoolOwner(Arc<OwnerToken>);
 
-/// What [`PoolOwner`]s share: its channel closes when the last one is
-/// dropped, which wakes each worker's sweep of the pools it keyed.
+/// What [`PoolOwner`]s share: a channel whose value turns true when the
+/// configuration is retired ([`PoolOwner::retire`]) and which closes when
+/// the last owner is dropped; each worker's pools watch it.
 #[derive(Debug)]
-struct OwnerToken(tokio::sync::watch::Sender<()>);
+struct OwnerToken(tokio::sync::watch::Sender<bool>);
 
 impl Default for OwnerToken {
     fn default() -> Self {
-        OwnerToken(tokio::sync::watch::Sender::new(()))
+        OwnerToken(tokio::sync::watch::Sender::new(false))
+    }
+}
+
+impl PoolOwner {
+    /// The configuration was replaced (a reload): its pools close their
+    /// idle connections now and keep none from here on, though its
+    /// requests in flight still lease connections (each closed after its
+    /// exchange), as nginx's old workers stop caching upstream connections.
+    pub fn retire(&self) {
+        self.0 .0.send_replace(true);
     }
 }
 
@@ -78,6 +89,8 @@ pub struct Pool {
     index: usize,
     /// The configuration whose upstream it is; gone after a reload.
     owner: Weak<OwnerToken>,
+    /// Its configuration was retired: nothing is kept idle.
+    retired: Cell<bool>,
     /// Signalled when a connection is given back or closed, for a lease
     /// waiting at `max-connections`.
     freed: tokio::sync::Notify,
@@ -132,6 +145,7 @@ pub fn pool(
         let mut pools = p.borrow_mut();
         // pools whose configuration is gone close their idle connections
         pools.retain(|_, pool| pool.owner.strong_count() > 0);
+        let mut watch = owner.0 .0.subscribe();
         let pool = Rc::new(Pool {
             idle: RefCell::new(Vec::new()),
             open: Cell::new(0),
@@ -139,15 +153,25 @@ pub fn pool(
             upstream: upstream.clone(),
             index,
             owner: Arc::downgrade(&owner.0),
+            retired: Cell::new(*watch.borrow_and_update()),
             freed: tokio::sync::Notify::new(),
         });
         pools.insert(key, pool.clone());
-        // once the configuration is gone (its last module and request
-        // ended), the pool closes what it holds even if this worker never
-        // leases again; a connection given back later is closed then
-        let mut gone = owner.0 .0.subscribe();
+        // when the configuration is retired, the pool closes its idle
+        // connections at once, even if this worker never leases again;
+        // once it is gone (its last module and request ended), the table
+        // forgets the pool
+        let weak = Rc::downgrade(&pool);
         actix_rt::spawn(async move {
-            while gone.changed().await.is_ok() {}
+            while !*watch.borrow_and_update() {
+                if watch.changed().await.is_err() {
+                    break;
+                }
+            }
+            if let Some(pool) = weak.upgrade() {
+                pool.retire();
+            }
+            while watch.changed().await.is_ok() {}
             POOLS.with(|p| {
                 p.borrow_mut()
                     .retain(|_, pool| pool.owner.strong_count() > 0)
@@ -409,10 +433,26 @@ impl Pool {
         }
     }
 
+    /// Its configuration was retired: idle connections close now, and
+    /// none is kept from here on.
+    fn retire(&self) {
+        self.retired.set(true);
+        let idle = std::mem::take(&mut *self.idle.borrow_mut());
+        for _ in idle {
+            self.server()
+                .idle_connections
+                .fetch_sub(1, Ordering::Relaxed);
+            self.closed();
+        }
+    }
+
     fn give_back(&self, conn: Connection) {
         let mut idle = self.idle.borrow_mut();
         // a pool of a configuration that was replaced keeps nothing
-        if idle.len() >= self.limits.keepalive || self.owner.strong_count() == 0 {
+        if idle.len() >= self.limits.keepalive
+            || self.retired.get()
+            || self.owner.strong_count() == 0
+        {
             drop(idle);
             self.closed();
             return;
