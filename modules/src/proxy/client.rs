@@ -120,8 +120,11 @@ pub(super) struct Response {
     pub body: Body,
 }
 
-/// One exchange: `head` (the request head, encoded) and the body, on a
-/// connection of `pool`. `head_only`: the request was HEAD (the response has
+/// One exchange: `head` (the request head, encoded) and the body (`body`,
+/// its Content-Length `length` or chunked), on a connection of `pool`. The
+/// body is taken only once a connection is leased: when none can be
+/// (refused, connect-timeout, max-connections) it is still in `body`, and
+/// the request may go to another server. `head_only`: the request was HEAD (the response has
 /// no body whatever its fields say). `lines`: the response's end-to-end
 /// fields may come back as prebuilt lines ([`Ctx::prebuilt_fields_ok`]:
 /// Tessera's engine writes them, and no response-phase module reads them)
@@ -132,7 +135,8 @@ pub(super) async fn exchange(
     pool: &Rc<Pool>,
     tcp: Option<std::net::SocketAddr>,
     head: &[u8],
-    body: Option<(Box<RequestBody>, Option<u64>)>,
+    body: &mut Option<Box<RequestBody>>,
+    length: Option<u64>,
     head_only: bool,
     lines: bool,
 ) -> Result<Response, Failure> {
@@ -147,7 +151,7 @@ pub(super) async fn exchange(
     let reused = lease.reused();
     // a write to a connection the server closed may still succeed; its
     // failure shows when the answer does not come (a dropped lease is closed)
-    let sent = match body {
+    let sent = match body.take().map(|b| (b, length)) {
         None => write(lease.conn(), head, limits.send).await,
         body => Box::pin(send_request(lease.conn(), head, body, limits.send)).await,
     };

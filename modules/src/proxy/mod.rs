@@ -30,8 +30,8 @@
 //! Status and header fields minus hop-by-hop ones; the body streams. A
 //! refused or failed connection is 502, a timeout 504, each logged with the
 //! server's address and counted against the server's health. A request
-//! without a body whose bytes never reached a server is retried on the next
-//! one (never a request whose body was taken). An upstream that breaks off
+//! that no server got (no connection could be had) goes to the next one,
+//! with or without a body; one whose body was taken is never sent again. An upstream that breaks off
 //! mid-body makes the client's connection close without a proper end, so the
 //! response never looks complete.
 
@@ -286,7 +286,8 @@ impl Inner {
                 &pool,
                 self.addrs[pick.index],
                 &head,
-                body.take().map(|b| (b, length)),
+                &mut body,
+                length,
                 head_only,
                 cx.prebuilt_fields_ok(),
             )
@@ -333,7 +334,10 @@ impl Inner {
             if !matches!(failure, client::Failure::Busy) {
                 pick.failed();
             }
-            if retry && !has_body {
+            // a body not yet taken (no connection could be had) may go to
+            // the next server, as nginx passes a request on that no server
+            // got; one partly sent never does
+            if retry && (!has_body || body.is_some()) {
                 last = status;
                 continue;
             }
