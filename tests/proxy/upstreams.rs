@@ -417,3 +417,24 @@ fn a_request_with_a_body_goes_to_the_next_server_when_the_first_refuses() {
     );
     assert_eq!(j["sha256"].as_str().unwrap(), sha256_hex(body.as_bytes()));
 }
+
+/// An idle kept-alive connection closes once `keepalive-timeout` has
+/// passed, though no further request comes (nginx's `keepalive_timeout`
+/// in an upstream closes it on a timer). Before, it stayed open, and
+/// counted idle, until the next lease looked at its age.
+#[test]
+fn an_idle_upstream_connection_closes_at_keepalive_timeout() {
+    let app = App::start("a");
+    let port: u16 = app.addr().rsplit(':').next().unwrap().parse().unwrap();
+    let s = proxy_server(&[app.addr()], "keepalive-timeout = 1", "");
+    assert_eq!(s.get("/api/name").status, 200);
+    assert_eq!(established_to(port), 1);
+    crate::fastcgi::wait_for("the idle connection to close", || established_to(port) == 0);
+    let prom = s.get("/server-status?format=prometheus").text();
+    assert!(
+        prom.lines().any(|l| {
+            l.starts_with("tessera_upstream_connections_idle{") && l.trim_end().ends_with(" 0")
+        }),
+        "{prom}"
+    );
+}

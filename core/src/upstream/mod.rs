@@ -70,8 +70,9 @@ pub struct UpstreamConfig {
     /// `proxy_send_timeout`).
     #[serde(default = "sixty")]
     pub send_timeout: u64,
-    /// Seconds an idle kept-alive connection to a server is kept. Default 60
-    /// (nginx `keepalive_timeout` in an upstream).
+    /// Seconds an idle kept-alive connection to a server is kept; each
+    /// worker closes those past it every half of it (at least every 0.5 s).
+    /// Default 60 (nginx `keepalive_timeout` in an upstream).
     #[serde(default = "sixty")]
     pub keepalive_timeout: u64,
     /// Idle kept-alive connections kept per worker and server, shared by

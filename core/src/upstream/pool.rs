@@ -157,15 +157,22 @@ pub fn pool(
             freed: tokio::sync::Notify::new(),
         });
         pools.insert(key, pool.clone());
-        // when the configuration is retired, the pool closes its idle
-        // connections at once, even if this worker never leases again;
-        // once it is gone (its last module and request ended), the table
-        // forgets the pool
+        // every half keepalive-timeout, idle connections past it close (as
+        // nginx's keepalive_timeout timer closes them), though no lease
+        // comes; when the configuration is retired, the pool closes its
+        // idle connections at once; once it is gone (its last module and
+        // request ended), the table forgets the pool
         let weak = Rc::downgrade(&pool);
+        let every = (pool.limits.keepalive_timeout / 2).max(Duration::from_millis(500));
         actix_rt::spawn(async move {
             while !*watch.borrow_and_update() {
-                if watch.changed().await.is_err() {
-                    break;
+                match actix_rt::time::timeout(every, watch.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break,
+                    Err(_) => match weak.upgrade() {
+                        Some(pool) => pool.close_expired(),
+                        None => return,
+                    },
                 }
             }
             if let Some(pool) = weak.upgrade() {
@@ -429,6 +436,27 @@ impl Pool {
                     reused: true,
                 });
             }
+            self.closed();
+        }
+    }
+
+    /// Closes the idle connections older than `keepalive-timeout`.
+    fn close_expired(&self) {
+        let limit = self.limits.keepalive_timeout;
+        let expired: Vec<_> = {
+            let mut idle = self.idle.borrow_mut();
+            // given back in turn (and reused from the end): the oldest
+            // come first
+            let end = idle
+                .iter()
+                .position(|(since, _)| since.elapsed() < limit)
+                .unwrap_or(idle.len());
+            idle.drain(..end).collect()
+        };
+        for _ in expired {
+            self.server()
+                .idle_connections
+                .fetch_sub(1, Ordering::Relaxed);
             self.closed();
         }
     }
