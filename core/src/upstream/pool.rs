@@ -135,15 +135,14 @@ pub fn pool(
 ) -> Rc<Pool> {
     let key = (Arc::as_ptr(upstream) as usize, index, protocol);
     POOLS.with(|p| {
+        // only a module of the pool's own configuration asks for its key
+        // (the pool keeps its upstream, so the address is not reused)
         if let Some(found) = p.borrow().get(&key) {
-            // (the pool keeps its upstream, so the key is never reused
-            // while the entry is here; the check is for clarity's sake)
-            if found.owner.strong_count() > 0 {
-                return found.clone();
-            }
+            return found.clone();
         }
         let mut pools = p.borrow_mut();
-        // pools whose configuration is gone close their idle connections
+        // pools of configurations that are gone, which their tasks have
+        // not yet forgotten, leave the table
         pools.retain(|_, pool| pool.owner.strong_count() > 0);
         let mut watch = owner.0 .0.subscribe();
         let pool = Rc::new(Pool {
