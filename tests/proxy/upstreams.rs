@@ -17,6 +17,16 @@ fn dead_port() -> u16 {
         .port()
 }
 
+/// A server whose upstream lists a server nothing listens on, then `app`;
+/// `extra` are TOML lines for the upstream.
+fn dead_then(app: &App, extra: &str) -> Server {
+    proxy_server(
+        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
+        extra,
+        "",
+    )
+}
+
 #[test]
 fn a_refused_upstream_is_502_and_a_slow_one_504() {
     let s = proxy_server(&[format!("127.0.0.1:{}", dead_port())], "", "");
@@ -68,11 +78,7 @@ fn a_connect_timeout_is_504_after_every_server_was_tried() {
 #[test]
 fn with_one_of_two_upstreams_down_every_request_succeeds() {
     let app = App::start("b");
-    let s = proxy_server(
-        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
-        "fail-timeout = 60",
-        "",
-    );
+    let s = dead_then(&app, "fail-timeout = 60");
     for _ in 0..10 {
         let r = s.get("/api/name");
         assert_eq!((r.status, r.text().as_str()), (200, "b"));
@@ -111,10 +117,9 @@ fn with_one_of_two_upstreams_down_every_request_succeeds() {
 #[test]
 fn with_every_upstream_down_the_answer_is_502_at_once() {
     let app = App::start("b");
-    let s = proxy_server(
-        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
+    let s = dead_then(
+        &app,
         "balance = \"first\"\nread-timeout = 1\nfail-timeout = 60",
-        "",
     );
     // the first is refused, the second times out: both are down
     assert_eq!(s.get("/api/slow?s=5").status, 504, "{}", s.stderr());
@@ -398,11 +403,7 @@ fn a_reload_closes_the_old_pools_connections() {
 #[test]
 fn a_request_with_a_body_goes_to_the_next_server_when_the_first_refuses() {
     let app = App::start("b");
-    let s = proxy_server(
-        &[format!("127.0.0.1:{}", dead_port()), app.addr()],
-        "balance = \"first\"",
-        "",
-    );
+    let s = dead_then(&app, "balance = \"first\"");
     let body = "x".repeat(100_000);
     let request = format!(
         "POST /api/echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
