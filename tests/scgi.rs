@@ -51,23 +51,7 @@ fn an_scgi_server_that_refuses_is_skipped_for_the_next() {
 #[test]
 fn scgi_connections_count_against_max_connections_and_show_open() {
     let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let s = crate::util::Server::start(
-        &format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n\
-             [[upstream]]\nname = \"py\"\nservers = [\"{}\"]\nmax-connections = 1\n\
-             connect-timeout = 1\nread-timeout = 30\n\n\
-             [[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\n\
-             modules = [\"static-file\"]\n\n\
-             [[vhost.rule]]\nmatch = {{ path-prefix = \"/app/\" }}\n\
-             [vhost.rule.scgi]\nupstream = \"py\"\nscript-name = \"/app\"\n\n\
-             [[vhost.rule]]\nmatch = {{ path-prefix = \"/server-status\" }}\n\
-             [vhost.rule.status]\nallow = [\"127.0.0.1\"]\n",
-            mute.local_addr().unwrap()
-        ),
-        |d| {
-            d.write("www/plain.txt", "static");
-        },
-    );
+    let s = scgi_to(&mute);
     let addr = s.addr;
     let held = std::thread::spawn(move || {
         let mut c = std::net::TcpStream::connect(addr).unwrap();
@@ -102,4 +86,27 @@ fn scgi_connections_count_against_max_connections_and_show_open() {
     assert_eq!(held.join().unwrap(), 502);
     let prom = s.get("/server-status?format=prometheus").text();
     assert!(!open(&prom), "{prom}");
+}
+
+/// A site whose `/app/` goes by `scgi` to `mute` (an upstream with
+/// `max-connections = 1`, `connect-timeout = 1`, `read-timeout = 30`),
+/// with the status at `/server-status`.
+pub(crate) fn scgi_to(mute: &std::net::TcpListener) -> crate::util::Server {
+    crate::util::Server::start(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n\
+             [[upstream]]\nname = \"py\"\nservers = [\"{}\"]\nmax-connections = 1\n\
+             connect-timeout = 1\nread-timeout = 30\n\n\
+             [[vhost]]\nserver-names = [\"site.test\"]\ndefault = true\ndocument-root = \"www\"\n\
+             modules = [\"static-file\"]\n\n\
+             [[vhost.rule]]\nmatch = {{ path-prefix = \"/app/\" }}\n\
+             [vhost.rule.scgi]\nupstream = \"py\"\nscript-name = \"/app\"\n\n\
+             [[vhost.rule]]\nmatch = {{ path-prefix = \"/server-status\" }}\n\
+             [vhost.rule.status]\nallow = [\"127.0.0.1\"]\n",
+            mute.local_addr().unwrap()
+        ),
+        |d| {
+            d.write("www/plain.txt", "static");
+        },
+    )
 }

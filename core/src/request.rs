@@ -12,17 +12,19 @@ use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode, Version};
-use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
 use smallvec::SmallVec;
 use std::rc::Rc;
 
 use crate::config::{Config, ServerSettings};
-use crate::context::{request_host, Ctx, LogRecord};
+use crate::context::{request_host, Ctx};
 use crate::explain::{Observe, Phase};
 use crate::module::{Hooks, Module, Outcome};
 use crate::response::error_response;
 use crate::supervisor::Runtime;
+
+mod log;
+use log::{LogState, LoggedBody, Unanswered};
 
 /// The port of the first bound TLS listener (0 before binding or without TLS),
 /// for `https-redirect` when `listen-tls` asks for port 0.
@@ -502,7 +504,9 @@ pub(crate) async fn respond_observed<O: Observe>(
         }
     };
     let pipeline = &vhost.pipeline;
-    let mut cx = Ctx::new(req, &vhost.info, path);
+    // logged as 499 if this future is dropped before the answer (log::Unanswered)
+    let mut pending = Unanswered::new(Ctx::new(req, &vhost.info, path), req, vhost, began);
+    let cx = pending.cx();
     cx.set_conditions(conditions);
     // set when a body over max-body-size was cut off (only with a body)
     let mut over = None;
@@ -536,7 +540,7 @@ pub(crate) async fn respond_observed<O: Observe>(
     let mut active = if early.is_some() {
         pipeline.resolve_base()
     } else {
-        resolve(&cx)
+        resolve(cx)
     };
     let needs_log = active.iter().any(|(h, _)| h.contains(Hooks::LOG));
     // Tessera's engine writes the response (not an explanation, which
@@ -554,12 +558,12 @@ pub(crate) async fn respond_observed<O: Observe>(
                 cx.set_prebuilt_fields_ok(
                     engine && !active.iter().any(|(h, _)| h.contains(Hooks::RESPONSE)),
                 );
-                match run_handlers(&active, &mut cx, obs).await {
+                match run_handlers(&active, cx, obs).await {
                     Handled::Response(r) => break r,
                     Handled::Rewritten if rewrites < crate::context::MAX_REWRITES => {
                         rewrites += 1;
                         obs.rewritten(cx.path());
-                        active = resolve(&cx);
+                        active = resolve(cx);
                     }
                     Handled::Rewritten => {
                         tracing::warn!(path = %cx.path(), "too many internal rewrites");
@@ -569,6 +573,7 @@ pub(crate) async fn respond_observed<O: Observe>(
             }
         }
     };
+    let mut cx = pending.answered();
     for (h, m) in &active {
         if h.contains(Hooks::RESPONSE) {
             m.on_response(&mut cx, &mut res);
@@ -743,87 +748,6 @@ fn not_implemented(m: &Method, r: HttpResponse) -> HttpResponse {
 
 fn not_implemented_status() -> HttpResponse {
     error_response(StatusCode::NOT_IMPLEMENTED)
-}
-
-struct LogState {
-    /// The file body's handle, when the engine may send it itself.
-    sendfile: Option<crate::body::SendFile>,
-    req: HttpRequest,
-    cfg: Arc<Config>,
-    vhost: usize,
-    status: StatusCode,
-    user: Option<String>,
-    notes: crate::context::Notes,
-    ext: crate::context::Extensions,
-    modules: SmallVec<[Arc<dyn Module>; 2]>,
-    start_time: SystemTime,
-    started: Instant,
-    sent: u64,
-    complete: bool,
-}
-
-/// A response body that counts the bytes it yields and runs the log phase when it
-/// is dropped: after the last byte, or when the client went away.
-struct LoggedBody {
-    body: BoxBody,
-    state: LogState,
-}
-
-impl MessageBody for LoggedBody {
-    type Error = Box<dyn std::error::Error>;
-
-    fn size(&self) -> BodySize {
-        self.body.size()
-    }
-
-    fn poll_next(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.body).poll_next(cx) {
-            Poll::Ready(Some(Ok(b))) => {
-                this.state.sent += b.len() as u64;
-                Poll::Ready(Some(Ok(b)))
-            }
-            Poll::Ready(None) => {
-                this.state.complete = true;
-                Poll::Ready(None)
-            }
-            other => other,
-        }
-    }
-}
-
-impl Drop for LoggedBody {
-    fn drop(&mut self) {
-        let s = &self.state;
-        let vhost = &s.cfg.vhosts.all()[s.vhost];
-        // bytes the engine sent with sendfile(2) never passed through here
-        let (body_bytes, complete) = match s.sendfile.as_ref().and_then(|h| h.engine_sent()) {
-            Some((sent, total)) => (s.sent + sent, sent == total),
-            None => (
-                s.sent,
-                s.complete || matches!(self.body.size(), BodySize::None | BodySize::Sized(0)),
-            ),
-        };
-        let rec = LogRecord {
-            req: &s.req,
-            vhost: &vhost.info,
-            vhost_label: &vhost.label,
-            status: s.status,
-            body_bytes,
-            start_time: s.start_time,
-            started: s.started,
-            user: s.user.as_deref(),
-            complete,
-            notes: &s.notes,
-            ext: &s.ext,
-        };
-        for m in &s.modules {
-            m.on_log(&rec);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -78,9 +78,11 @@ where
         .workers(workers)
         .max_concurrent_connections(s.max_connections)
         .shutdown_timeout(s.shutdown_timeout);
+    let (threads, threads_ended) = tokio::sync::mpsc::unbounded_channel();
     let listeners = Listeners {
         settings: ConnSettings::new(s),
         shutdown: builder.graceful_shutdown_signal(),
+        threads,
     };
     let engine = listeners.settings.engine == crate::config::Http1Engine::Tessera;
     crate::body::set_engine_serves(engine);
@@ -232,6 +234,12 @@ where
         }
     };
     let (result, ()) = tokio::join!(actix, engine);
+    drop(listeners);
+    if graceful && actix_sockets > 0 {
+        ThreadsEnded(threads_ended)
+            .wait(Duration::from_secs(5))
+            .await;
+    }
     rt.current.load().shutdown();
     crate::upstream::spawn::stop_all();
     if let Some(p) = &opts.pid_file {
@@ -409,6 +417,7 @@ impl ConnSettings {
                 header_timeout: Duration::from_secs(s.client_header_timeout),
                 send_timeout: Duration::from_secs(s.send_timeout),
                 drain_limit: DRAIN_LIMIT,
+                watch_client: !s.ignore_client_abort,
             },
             timeouts: crate::conn::Timeouts {
                 header: Duration::from_secs(s.client_header_timeout),
@@ -430,6 +439,38 @@ impl ConnSettings {
 struct Listeners {
     settings: ConnSettings,
     shutdown: actix_server::GracefulShutdownSignal,
+    /// Given to each actix-server worker thread (see [`ThreadsEnded`]).
+    threads: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+thread_local! {
+    /// An actix-server worker thread's share of [`Listeners::threads`],
+    /// dropped when the thread ends.
+    static ACTIX_WORKER: std::cell::RefCell<Option<tokio::sync::mpsc::UnboundedSender<()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Closes when every actix-server worker thread has ended: after its
+/// runtime dropped the connections still open at the shutdown timeout,
+/// whose unanswered requests log their 499 then (crate::request), so
+/// that the logs' last flush comes after them.
+struct ThreadsEnded(tokio::sync::mpsc::UnboundedReceiver<()>);
+
+impl ThreadsEnded {
+    /// Waits for the threads, at most `limit` (a thread that never ends
+    /// does not hold the shutdown).
+    async fn wait(mut self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, self.0.recv()).await;
+    }
+}
+
+impl Listeners {
+    /// On an actix-server worker thread, as its services are built.
+    fn enter_thread(&self) {
+        ACTIX_WORKER.with(|w| {
+            w.borrow_mut().get_or_insert_with(|| self.threads.clone());
+        });
+    }
 }
 
 impl Listeners {
@@ -463,6 +504,7 @@ impl Listeners {
         let this = self.clone();
         let Some(mut tls) = tls else {
             return builder.listen(format!("tessera-{addr}"), lst, move || {
+                this.enter_thread();
                 let app = make_app()
                     .into_factory()
                     .map_err(|err| err.into().error_response());
@@ -491,6 +533,7 @@ impl Listeners {
         };
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         builder.listen(format!("tessera-tls-{addr}"), lst, move || {
+            this.enter_thread();
             let app = make_app()
                 .into_factory()
                 .map_err(|err| err.into().error_response());

@@ -87,6 +87,10 @@ impl Runtime {
                 "server.max-request-headers",
             ),
             (a.request_spans != b.request_spans, "server.request-spans"),
+            (
+                a.ignore_client_abort != b.ignore_client_abort,
+                "server.ignore-client-abort",
+            ),
         ]
         .into_iter()
         .filter_map(|(changed, key)| changed.then_some(key))

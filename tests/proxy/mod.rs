@@ -1,6 +1,7 @@
 //! The `proxy` module and upstreams (issue 13): real upstreams are the small
 //! Python app in tests/upstream/app.py, started on 127.0.0.1 port 0.
 
+mod abort;
 mod bodies;
 mod headers;
 mod protocols;

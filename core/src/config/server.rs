@@ -51,6 +51,15 @@ pub struct ServerSettings {
     /// costs an allocation and a request id per request.
     #[serde(default, alias = "request_spans")]
     pub request_spans: bool,
+    /// Keep a request running when its client closes the connection (or
+    /// half-closes it) before the answer, as nginx's
+    /// `proxy_ignore_client_abort on` (and `fastcgi_`, `scgi_`, `uwsgi_`)
+    /// does. Default false: on Tessera's HTTP/1.1 engine the request ends
+    /// at once, its back-end connection closes, and it is logged as 499
+    /// (nginx's default). actix-http (TLS, HTTP/2, `http1-engine =
+    /// "actix"`) always keeps it running.
+    #[serde(default, alias = "ignore_client_abort")]
+    pub ignore_client_abort: bool,
     /// Addresses to listen on with TLS (`"IP:PORT"`); HTTP/2 is negotiated by
     /// ALPN. Default none. Needs certificates: `[server.tls]` and/or the vhosts'
     /// `tls-certificate`/`tls-key`.

@@ -238,7 +238,9 @@ impl Running {
         }
     }
 
-    /// Waits until every worker has finished its graceful shutdown.
+    /// Waits until every worker has finished its graceful shutdown and its
+    /// thread has ended (the connections still open at the timeout
+    /// dropped, their requests logged).
     pub async fn finished(self) {
         for d in self.done {
             let _ = d.await;
@@ -293,14 +295,25 @@ where
                 let _ = rustix::thread::set_name(&name);
             }
             crate::stats::claim_shard();
+            // `finished` hears of this worker when its thread ends: after its
+            // runtime dropped the connections still open at the shutdown
+            // timeout, whose unanswered requests log their 499 then
+            // (crate::request), before the logs' last flush
+            WORKER_DONE.with(|d| *d.borrow_mut() = Some(tx));
             actix_rt::spawn(async move {
                 worker(sockets, service, settings, shutdown, ready_tx).await;
-                let _ = tx.send(());
                 actix_rt::Arbiter::current().stop();
             });
         });
     }
     Running { ready, done }
+}
+
+thread_local! {
+    /// The worker thread's end, told to [`Running::finished`] by dropping
+    /// the sender with the thread's other locals.
+    static WORKER_DONE: std::cell::RefCell<Option<oneshot::Sender<()>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// A worker's open connections, and a wake-up when one closes.
@@ -508,6 +521,7 @@ mod tests {
             header_timeout: Duration::from_secs(5),
             send_timeout: Duration::from_secs(5),
             drain_limit: 0,
+            watch_client: true,
         });
         let load = Rc::new(Load {
             open: Cell::new(0),

@@ -56,6 +56,9 @@ pub struct Settings {
     /// to keep the connection; a larger body closes it (nginx discards bodies
     /// the same way, lighttpd up to a limit).
     pub drain_limit: u64,
+    /// Watch the client while an answer is pending and end the request when
+    /// it closes (`ignore-client-abort = false`, the default).
+    pub watch_client: bool,
 }
 
 /// The room a read asks for when its buffer has less than 1 KiB free, bytes
@@ -379,7 +382,12 @@ where
                     () = b.pump(io, buf, st, head_expects) => {}
                 }
             }
-            _ => break call.await,
+            // the client is watched while the answer is pending: a close
+            // drops the app's future (its back-end connection with it)
+            _ => match answer_or_gone(io, &mut call, st.watch_client).await {
+                Some(r) => break r,
+                None => return Step::Close,
+            },
         }
     };
     let res = match res {
@@ -544,6 +552,49 @@ async fn linger_close(io: &mut TcpStream, buf: &mut BytesMut) {
         }
     }
     pool::give(std::mem::take(buf));
+}
+
+/// Awaits the app's answer. While it is pending (a back end, a blocking
+/// hook), the client is watched: a connection the client closed (end of
+/// stream or an error, `recv(MSG_PEEK)`) gives `None` and the caller drops
+/// the app's future, which closes its back-end connection and logs the
+/// request as 499 (`request::log`), as nginx does with its default
+/// `proxy_ignore_client_abort off` (a client's half-close counts as a
+/// close there too). Bytes of a next request stop the watch: they wait for
+/// their turn. A request answered at once (a file) costs no system call.
+/// `watch` false (`ignore-client-abort`): the answer is awaited, whatever
+/// the client does.
+async fn answer_or_gone<F>(io: &TcpStream, call: &mut F, mut watch: bool) -> Option<F::Output>
+where
+    F: Future + Unpin,
+{
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut *call).poll(cx) {
+            return std::task::Poll::Ready(Some(r));
+        }
+        while watch {
+            match io.poll_read_ready(cx) {
+                std::task::Poll::Pending => break,
+                std::task::Poll::Ready(Err(_)) => return std::task::Poll::Ready(None),
+                std::task::Poll::Ready(Ok(())) => {
+                    let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+                    // inside try_io: a would-block clears tokio's readiness
+                    // (then the loop asks again, which registers the waker)
+                    match io.try_io(tokio::io::Interest::READABLE, || {
+                        socket2::SockRef::from(io).peek(&mut probe)
+                    }) {
+                        Ok(0) => return std::task::Poll::Ready(None),
+                        Ok(_) => watch = false,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => return std::task::Poll::Ready(None),
+                    }
+                }
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// Whether the client has sent bytes not read yet, asked of the kernel (one

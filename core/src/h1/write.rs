@@ -695,6 +695,7 @@ mod tests {
             header_timeout: std::time::Duration::from_secs(5),
             send_timeout: std::time::Duration::from_secs(5),
             drain_limit: 0,
+            watch_client: true,
         };
         let body = Bytes::from(vec![7u8; 13_263]);
         let res =
