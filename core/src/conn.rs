@@ -251,6 +251,9 @@ pub struct TimedIo<T> {
     /// timer armed for a deadline that went away does not wake the task:
     /// actix restarts its keep-alive timer on every wake-up).
     timer_wakes: bool,
+    /// Counts the connection open while its stream lives (not while an
+    /// offloaded request that outlived it does).
+    _open: crate::stats::ConnectionGuard,
 }
 
 impl<T> TimedIo<T> {
@@ -273,6 +276,7 @@ impl<T> TimedIo<T> {
             write_blocked_since: None,
             timer: None,
             timer_wakes: false,
+            _open: crate::stats::ConnectionGuard::new(),
         }
     }
 

@@ -250,10 +250,12 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
             Ok(r) => (r, fields),
             Err(_) => (error_response(StatusCode::INTERNAL_SERVER_ERROR), None),
         };
-        let out = AssertSend((req, res, fields));
         let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
         if h.abandoned {
             drop(h);
+            // never sent: its log line says 499 (log::LoggedBody)
+            actix_web::HttpMessage::extensions_mut(&req).insert(log::Abandoned);
+            let out = AssertSend((req, res, fields));
             let back = async move {
                 drop(out);
             };
@@ -262,7 +264,7 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
                 tracing::debug!("offloaded request outlived its worker; leaked");
             }
         } else {
-            h.done = Some(out);
+            h.done = Some(AssertSend((req, res, fields)));
         }
     });
     let joined = task.await;

@@ -78,11 +78,9 @@ where
         .workers(workers)
         .max_concurrent_connections(s.max_connections)
         .shutdown_timeout(s.shutdown_timeout);
-    let (threads, threads_ended) = tokio::sync::mpsc::unbounded_channel();
     let listeners = Listeners {
         settings: ConnSettings::new(s),
         shutdown: builder.graceful_shutdown_signal(),
-        threads,
     };
     let engine = listeners.settings.engine == crate::config::Http1Engine::Tessera;
     crate::body::set_engine_serves(engine);
@@ -234,11 +232,8 @@ where
         }
     };
     let (result, ()) = tokio::join!(actix, engine);
-    drop(listeners);
     if graceful && actix_sockets > 0 {
-        ThreadsEnded(threads_ended)
-            .wait(Duration::from_secs(5))
-            .await;
+        connections_dropped(Duration::from_secs(5)).await;
     }
     rt.current.load().shutdown();
     crate::upstream::spawn::stop_all();
@@ -371,7 +366,6 @@ macro_rules! http_builder {
             .on_connect_ext(
                 |io: &crate::conn::TimedIo<$io>, ext: &mut actix_http::Extensions| {
                     ext.insert(io.clock());
-                    ext.insert(crate::stats::ConnectionGuard::new());
                 },
             )
     }};
@@ -439,37 +433,19 @@ impl ConnSettings {
 struct Listeners {
     settings: ConnSettings,
     shutdown: actix_server::GracefulShutdownSignal,
-    /// Given to each actix-server worker thread (see [`ThreadsEnded`]).
-    threads: tokio::sync::mpsc::UnboundedSender<()>,
 }
 
-thread_local! {
-    /// An actix-server worker thread's share of [`Listeners::threads`],
-    /// dropped when the thread ends.
-    static ACTIX_WORKER: std::cell::RefCell<Option<tokio::sync::mpsc::UnboundedSender<()>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Closes when every actix-server worker thread has ended: after its
-/// runtime dropped the connections still open at the shutdown timeout,
-/// whose unanswered requests log their 499 then (crate::request), so
-/// that the logs' last flush comes after them.
-struct ThreadsEnded(tokio::sync::mpsc::UnboundedReceiver<()>);
-
-impl ThreadsEnded {
-    /// Waits for the threads, at most `limit` (a thread that never ends
-    /// does not hold the shutdown).
-    async fn wait(mut self, limit: Duration) {
-        let _ = tokio::time::timeout(limit, self.0.recv()).await;
-    }
-}
-
-impl Listeners {
-    /// On an actix-server worker thread, as its services are built.
-    fn enter_thread(&self) {
-        ACTIX_WORKER.with(|w| {
-            w.borrow_mut().get_or_insert_with(|| self.threads.clone());
-        });
+/// Waits (at most `limit`, checking every 10 ms) until no connection is
+/// open: actix-server's workers have stopped, and their runtimes drop the
+/// connections still open at the shutdown timeout just after, whose
+/// unanswered requests are then logged (crate::request) before the logs'
+/// last flush. A connection is counted in its stream ([`crate::conn::TimedIo`]),
+/// not in its requests, so a blocking plugin hook still running does not
+/// hold this.
+async fn connections_dropped(limit: Duration) {
+    let until = tokio::time::Instant::now() + limit;
+    while crate::stats::open_connections() > 0 && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -504,7 +480,6 @@ impl Listeners {
         let this = self.clone();
         let Some(mut tls) = tls else {
             return builder.listen(format!("tessera-{addr}"), lst, move || {
-                this.enter_thread();
                 let app = make_app()
                     .into_factory()
                     .map_err(|err| err.into().error_response());
@@ -533,7 +508,6 @@ impl Listeners {
         };
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         builder.listen(format!("tessera-tls-{addr}"), lst, move || {
-            this.enter_thread();
             let app = make_app()
                 .into_factory()
                 .map_err(|err| err.into().error_response());

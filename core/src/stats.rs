@@ -253,7 +253,13 @@ impl Stats {
     }
 }
 
-/// Held in each connection's extensions: counts open connections.
+/// Connections open now, on every listener (both engines).
+pub fn open_connections() -> i64 {
+    global().connections.load(Ordering::Relaxed)
+}
+
+/// Held by each connection's stream (Tessera's engine: its task): counts
+/// open connections.
 pub struct ConnectionGuard(());
 
 impl ConnectionGuard {

@@ -311,15 +311,7 @@ fn blocking_hooks_run_off_the_worker_threads() {
 fn clients_leaving_during_a_blocking_hook_are_cleaned_up_on_their_worker() {
     let d_marker = TempDir::new("marker2");
     let marker = d_marker.path().join("go");
-    let path = lib("tessera-fixture-blocking");
-    let cfg = format!(
-        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
-         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"access-log\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.access-log]\npath = \"a.log\"\n",
-        marker.display()
-    );
-    let s = Server::start(&cfg, |d| {
-        d.write("www/ten.txt", "0123456789");
-    });
+    let s = blocking_site(&marker, "");
     use std::io::Write;
     for _ in 0..3 {
         // Clients that send a request and leave while its hook blocks.
@@ -466,4 +458,81 @@ fn a_cached_file_answered_on_the_blocking_pool_keeps_its_fields() {
         assert_eq!(r.header_all("last-modified").len(), 1);
         assert_eq!(r.header_all("server"), ["tessera"]);
     }
+}
+
+/// A blocking hook cannot be interrupted: a client that leaves while it
+/// runs gets its request logged as 499 (never sent) when the hook returns.
+/// Before, the answer nobody received was logged 200.
+#[test]
+fn a_client_that_leaves_during_a_blocking_hook_is_logged_499() {
+    let d_marker = TempDir::new("marker-499");
+    let marker = d_marker.path().join("go");
+    let s = blocking_site(&marker, "");
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    c.write_all(b"GET /ten.txt?left HTTP/1.1\r\nHost: slow.test\r\n\r\n")
+        .unwrap();
+    drop(c);
+    std::fs::write(&marker, "").unwrap();
+    assert_eq!(s.get("/ten.txt?stayed").status, 200);
+    // the abandoned answer is dropped on the worker once the hook returns;
+    // lines reach the file within the log's 50 ms batch
+    let log = s.dir.path().join("a.log");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("?left HTTP/1.1\" ") || std::time::Instant::now() > until {
+            break text;
+        }
+        std::thread::yield_now();
+    };
+    assert!(
+        text.contains("\"GET /ten.txt?left HTTP/1.1\" 499 - "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"GET /ten.txt?stayed HTTP/1.1\" 200 10 "),
+        "{text}"
+    );
+}
+
+/// `shutdown-timeout` holds while a blocking hook still runs (the hook
+/// here would run 20 s): the process does not wait for the blocking pool.
+#[test]
+fn the_shutdown_timeout_holds_while_a_blocking_hook_runs() {
+    let d_marker = TempDir::new("marker-stop");
+    let marker = d_marker.path().join("never");
+    for engine in ["tessera", "actix"] {
+        let s = blocking_site(
+            &marker,
+            &format!("shutdown-timeout = 1\nhttp1-engine = \"{engine}\"\n"),
+        );
+        let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+        c.write_all(b"GET /ten.txt HTTP/1.1\r\nHost: slow.test\r\n\r\n")
+            .unwrap();
+        // the status page would run the hook too: the request's bytes in
+        // the server's socket are enough, the stop is what is timed
+        let asked = std::time::Instant::now();
+        assert!(s.stop().success());
+        let took = asked.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(8),
+            "{engine}: the stop took {took:?}"
+        );
+        drop(c);
+    }
+}
+
+/// One worker; `blocking` (its hook waits for `marker`, at most 20 s),
+/// `access-log` to `a.log` and `static-file` with `/ten.txt`;
+/// `server_extra`: lines of `[server]`.
+fn blocking_site(marker: &std::path::Path, server_extra: &str) -> Server {
+    let path = lib("tessera-fixture-blocking");
+    let cfg = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n{server_extra}\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"access-log\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.access-log]\npath = \"a.log\"\n",
+        marker.display()
+    );
+    Server::start(&cfg, |d| {
+        d.write("www/ten.txt", "0123456789");
+    })
 }

@@ -57,7 +57,8 @@ pub struct ServerSettings {
     /// does. Default false: on Tessera's HTTP/1.1 engine the request ends
     /// at once, its back-end connection closes, and it is logged as 499
     /// (nginx's default). actix-http (TLS, HTTP/2, `http1-engine =
-    /// "actix"`) always keeps it running.
+    /// "actix"`) does not watch: it ends a request only when the
+    /// connection fails, whatever this says.
     #[serde(default, alias = "ignore_client_abort")]
     pub ignore_client_abort: bool,
     /// Addresses to listen on with TLS (`"IP:PORT"`); HTTP/2 is negotiated by

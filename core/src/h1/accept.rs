@@ -238,9 +238,10 @@ impl Running {
         }
     }
 
-    /// Waits until every worker has finished its graceful shutdown and its
-    /// thread has ended (the connections still open at the timeout
-    /// dropped, their requests logged).
+    /// Waits until every worker has finished its graceful shutdown and
+    /// dropped its connections (those still open at the timeout included,
+    /// so that their unanswered requests are logged before the logs' last
+    /// flush; a blocking plugin hook still running is not waited for).
     pub async fn finished(self) {
         for d in self.done {
             let _ = d.await;
@@ -295,25 +296,13 @@ where
                 let _ = rustix::thread::set_name(&name);
             }
             crate::stats::claim_shard();
-            // `finished` hears of this worker when its thread ends: after its
-            // runtime dropped the connections still open at the shutdown
-            // timeout, whose unanswered requests log their 499 then
-            // (crate::request), before the logs' last flush
-            WORKER_DONE.with(|d| *d.borrow_mut() = Some(tx));
             actix_rt::spawn(async move {
-                worker(sockets, service, settings, shutdown, ready_tx).await;
+                worker(sockets, service, settings, shutdown, ready_tx, tx).await;
                 actix_rt::Arbiter::current().stop();
             });
         });
     }
     Running { ready, done }
-}
-
-thread_local! {
-    /// The worker thread's end, told to [`Running::finished`] by dropping
-    /// the sender with the thread's other locals.
-    static WORKER_DONE: std::cell::RefCell<Option<oneshot::Sender<()>>> =
-        const { std::cell::RefCell::new(None) };
 }
 
 /// A worker's open connections, and a wake-up when one closes.
@@ -323,6 +312,10 @@ struct Load {
     /// close then costs no lock.
     watched: Cell<bool>,
     freed: Notify,
+    /// Dropped with the last reference: the worker's future and every
+    /// connection (each holds an [`Open`]) are gone, those dropped by the
+    /// worker's runtime as it stops included ([`Running::finished`]).
+    _done: oneshot::Sender<()>,
 }
 
 /// One open connection counted in its worker's [`Load`]; dropping it (the
@@ -353,6 +346,7 @@ async fn worker<F, Fut, S>(
     settings: WorkerSettings,
     shutdown: Shutdown,
     ready: oneshot::Sender<()>,
+    done: oneshot::Sender<()>,
 ) where
     F: Fn(SocketAddr) -> Fut,
     Fut: std::future::Future<Output = Result<S, ()>>,
@@ -362,6 +356,7 @@ async fn worker<F, Fut, S>(
         open: Cell::new(0),
         watched: Cell::new(false),
         freed: Notify::new(),
+        _done: done,
     });
     let conn = Rc::new(settings.conn);
     let trusted = Rc::new(settings.trusted);
@@ -527,6 +522,7 @@ mod tests {
             open: Cell::new(0),
             watched: Cell::new(false),
             freed: Notify::new(),
+            _done: oneshot::channel().0,
         });
         let open = Open::count(&load);
         let conn = serve(io, peer, None, svc, st, Rc::new(Idle::new()), open);

@@ -10,13 +10,18 @@ use std::time::{Instant, SystemTime};
 use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
-use actix_web::HttpRequest;
+use actix_web::{HttpMessage, HttpRequest};
 use smallvec::SmallVec;
 
 use crate::config::Config;
 use crate::context::{Ctx, LogRecord};
 use crate::module::{Hooks, Module};
 use crate::vhost::Vhost;
+
+/// Marks an offloaded request whose worker gave up on it (its client went
+/// away, or the shutdown cut it off) while a blocking hook ran: its answer
+/// is dropped unsent and logged as [`UNANSWERED`].
+pub(super) struct Abandoned;
 
 /// The status logged for a request that ended before it was answered:
 /// nginx's 499 ("client closed request"), also used when the server's
@@ -85,11 +90,17 @@ impl Drop for LoggedBody {
                 s.complete || matches!(self.body.size(), BodySize::None | BodySize::Sized(0)),
             ),
         };
+        // an offloaded answer whose worker gave up on it was never sent
+        let status = if body_bytes == 0 && s.req.extensions().contains::<Abandoned>() {
+            StatusCode::from_u16(UNANSWERED).unwrap_or(s.status)
+        } else {
+            s.status
+        };
         let rec = LogRecord {
             req: &s.req,
             vhost: &vhost.info,
             vhost_label: &vhost.label,
-            status: s.status,
+            status,
             body_bytes,
             start_time: s.start_time,
             started: s.started,
