@@ -71,15 +71,19 @@ impl Runtime {
                 "server.listen-proxy-protocol",
             ),
             (a.workers != b.workers, "server.workers"),
+            (a.keep_alive != b.keep_alive, "server.keep-alive"),
             (
-                a.keep_alive != b.keep_alive
-                    || a.client_header_timeout != b.client_header_timeout
-                    || a.send_timeout != b.send_timeout,
-                "server.keep-alive/client-header-timeout/send-timeout",
+                a.client_header_timeout != b.client_header_timeout,
+                "server.client-header-timeout",
+            ),
+            (a.send_timeout != b.send_timeout, "server.send-timeout"),
+            (
+                a.max_connections != b.max_connections,
+                "server.max-connections",
             ),
             (
-                a.max_connections != b.max_connections || a.shutdown_timeout != b.shutdown_timeout,
-                "server.max-connections/shutdown-timeout",
+                a.shutdown_timeout != b.shutdown_timeout,
+                "server.shutdown-timeout",
             ),
             (a.http1_engine != b.http1_engine, "server.http1-engine"),
             (

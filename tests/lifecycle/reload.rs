@@ -197,6 +197,8 @@ fn a_reload_names_every_setting_that_needs_a_restart() {
     let mut changed = vec![
         ("request-spans = true", "server.request-spans"),
         ("max-request-headers = 50", "server.max-request-headers"),
+        ("ignore-client-abort = true", "server.ignore-client-abort"),
+        ("keep-alive = 9", "server.keep-alive"),
     ];
     // the environment overrides the engine (CI's run on actix-http), and
     // PROXY-protocol listeners need Tessera's
@@ -214,6 +216,8 @@ fn a_reload_names_every_setting_that_needs_a_restart() {
     for (_, key) in &changed {
         assert!(err.contains(key), "{key} not named: {err}");
     }
+    // only what changed is named
+    assert!(!err.contains("send-timeout"), "{err}");
     // the rest of the reload took effect
     assert_eq!(s.get("/ten.txt").header("x-gen"), Some("2"));
     if std::env::var_os("TESSERA_SERVER__HTTP1_ENGINE").is_none() {
