@@ -24,6 +24,7 @@ use crate::response::error_response;
 use crate::supervisor::Runtime;
 
 mod log;
+pub(crate) use log::pending_lines;
 use log::{LogState, LoggedBody, Unanswered};
 
 /// The port of the first bound TLS listener (0 before binding or without TLS),
@@ -241,8 +242,10 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
         let req = job.0;
         // A panic must not unwind here with the request on this thread.
         crate::body::put_prebuilt(None);
+        log::set_offloaded(true);
         let res =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req, None)));
+        log::set_offloaded(false);
         // the lines a handler handed over go back with the response (none
         // with a panic's 500)
         let fields = crate::body::take_prebuilt();
@@ -575,7 +578,7 @@ pub(crate) async fn respond_observed<O: Observe>(
             }
         }
     };
-    let mut cx = pending.answered();
+    let (mut cx, line) = pending.answered();
     for (h, m) in &active {
         if h.contains(Hooks::RESPONSE) {
             m.on_response(&mut cx, &mut res);
@@ -641,6 +644,7 @@ pub(crate) async fn respond_observed<O: Observe>(
         started,
         sent: 0,
         complete: false,
+        _pending: line,
     };
     res.map_body(|_, body| BoxBody::new(LoggedBody { body, state }))
 }

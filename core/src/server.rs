@@ -436,15 +436,18 @@ struct Listeners {
 }
 
 /// Waits (at most `limit`, checking every 10 ms) until no connection is
-/// open: actix-server's workers have stopped, and their runtimes drop the
-/// connections still open at the shutdown timeout just after, whose
-/// unanswered requests are then logged (crate::request) before the logs'
-/// last flush. A connection is counted in its stream ([`crate::conn::TimedIo`]),
-/// not in its requests, so a blocking plugin hook still running does not
-/// hold this.
+/// open and no request of actix-http has its log line to write:
+/// actix-server's workers have stopped, and their runtimes drop the
+/// connections and HTTP/2 streams still open at the shutdown timeout just
+/// after, whose unanswered requests are then logged (crate::request)
+/// before the logs' last flush. A connection is counted in its stream
+/// ([`crate::conn::TimedIo`]), and an offloaded request not at all, so a
+/// blocking plugin hook still running does not hold this.
 async fn connections_dropped(limit: Duration) {
     let until = tokio::time::Instant::now() + limit;
-    while crate::stats::open_connections() > 0 && tokio::time::Instant::now() < until {
+    while (crate::stats::open_connections() > 0 || crate::request::pending_lines() > 0)
+        && tokio::time::Instant::now() < until
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

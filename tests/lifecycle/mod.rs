@@ -35,6 +35,13 @@ fn site(extra_server: &str, vhost_extra: &str) -> String {
 /// Kills the server when the test ends, also when an assertion fails.
 pub(crate) struct KillOnDrop(std::process::Child);
 
+impl KillOnDrop {
+    /// Sends SIGTERM (a graceful stop) and waits for the exit.
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
+        crate::util::terminate(&mut self.0)
+    }
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();

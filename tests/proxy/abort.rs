@@ -19,7 +19,19 @@ fn on_actix() -> bool {
 
 /// Accepts the front's connection on `mute` and reads the request head.
 fn upstream_side(mute: &TcpListener) -> TcpStream {
-    let (mut u, _) = mute.accept().unwrap();
+    // at most 20 s: a front that never connects fails the test
+    mute.set_nonblocking(true).unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut u = loop {
+        match mute.accept() {
+            Ok((u, _)) => break u,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < until => {
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("no connection from the front: {e}"),
+        }
+    };
+    u.set_nonblocking(false).unwrap();
     u.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 4096];
@@ -167,4 +179,65 @@ fn with_ignore_client_abort_the_request_runs_to_its_answer() {
     let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(log.contains("\"GET /api/late HTTP/1.1\" 200 "), "{log}");
+}
+
+/// HTTP/2 streams (actix-http) still waiting for a back end when
+/// `shutdown-timeout` ends the server are each logged 499, those of a
+/// connection the client has already closed too: a stream's request can
+/// outlive its connection, and the stop waits for its line.
+#[test]
+fn http2_streams_cut_off_by_the_shutdown_timeout_are_all_logged() {
+    use crate::lifecycle::{h2_connect, h2_get, h2_server_with};
+    let mute = TcpListener::bind("127.0.0.1:0").unwrap();
+    let d = crate::util::TempDir::new("h2-cut");
+    let (mut s, tls, der) = h2_server_with(
+        &d,
+        "shutdown-timeout = 1",
+        &format!(
+            "[[upstream]]\nname = \"up\"\nservers = [\"{}\"]\nread-timeout = 60\n",
+            mute.local_addr().unwrap()
+        ),
+        "modules = [\"access-log\", \"proxy\"]\n[vhost.proxy]\nupstream = \"up\"\n\
+         [vhost.access-log]\npath = \"a.log\"\n",
+    );
+    const CONNS: usize = 10;
+    const STREAMS: usize = 10;
+    // a thread of its own drives the client's connections while this one
+    // accepts the front's upstream connections and stops the server
+    let (close_last, last) = tokio::sync::oneshot::channel::<()>();
+    let (closed_tx, closed) = std::sync::mpsc::channel::<()>();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let client = std::thread::spawn(move || {
+        crate::lifecycle::block_on(async move {
+            let (mut held, mut senders, mut conns) = (Vec::new(), Vec::new(), Vec::new());
+            for c in 0..CONNS {
+                let (mut client, conn) = h2_connect(tls, &der, 65_535).await;
+                conns.push(tokio::spawn(conn));
+                for n in 0..STREAMS {
+                    client = client.ready().await.unwrap();
+                    let (answer, _) = client
+                        .send_request(h2_get(&format!("/c{c}s{n}")), true)
+                        .unwrap();
+                    held.push(answer);
+                }
+                senders.push(client);
+            }
+            // the last connection goes away: its streams wait on in the server
+            let _ = last.await;
+            conns.pop().unwrap().abort();
+            tokio::task::yield_now().await;
+            closed_tx.send(()).unwrap();
+            let _ = stopped.await;
+        });
+    });
+    // every request reached the back end
+    let upstream: Vec<TcpStream> = (0..CONNS * STREAMS).map(|_| upstream_side(&mute)).collect();
+    close_last.send(()).unwrap();
+    closed.recv().unwrap();
+    assert!(s.terminate().success());
+    let _ = stop.send(());
+    client.join().unwrap();
+    drop(upstream);
+    let log = std::fs::read_to_string(d.path().join("a.log")).unwrap();
+    assert_eq!(log.matches(" 499 - ").count(), CONNS * STREAMS, "{log}");
 }

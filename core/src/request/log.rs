@@ -2,7 +2,9 @@
 //! log modules when it is dropped, and the guard that logs a request whose
 //! future was dropped before it was answered (nginx's 499).
 
+use std::cell::Cell;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
@@ -43,6 +45,54 @@ pub(super) struct LogState {
     pub(super) started: Instant,
     pub(super) sent: u64,
     pub(super) complete: bool,
+    /// Counted until the line is written (dropped after `on_log`).
+    pub(super) _pending: Option<PendingLine>,
+}
+
+/// Log lines still to be written by requests on actix-http connections,
+/// whose HTTP/2 streams can outlive their connection: the graceful stop
+/// waits for none to be left before the logs' last flush
+/// (`server::connections_dropped`). Tessera's engine needs no count (its
+/// workers report done after their last connection), nor do requests
+/// offloaded to the blocking pool (a hook cannot be interrupted: the stop
+/// does not wait for it).
+static PENDING_LINES: AtomicI64 = AtomicI64::new(0);
+
+thread_local! {
+    /// This thread runs an offloaded request (`request::offload`).
+    static OFFLOADED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Log lines still to be written by actix-http's requests (see
+/// [`PENDING_LINES`]).
+pub(crate) fn pending_lines() -> i64 {
+    PENDING_LINES.load(Ordering::Acquire)
+}
+
+/// Marks the current thread as running an offloaded request, or no longer.
+pub(super) fn set_offloaded(on: bool) {
+    OFFLOADED.with(|o| o.set(on));
+}
+
+/// One line to be written, counted in [`PENDING_LINES`] while it lives.
+pub(super) struct PendingLine(());
+
+impl PendingLine {
+    /// A count for `req`'s line when it runs on an actix-http connection,
+    /// not offloaded; `None` otherwise (one branch on Tessera's engine).
+    pub(super) fn of(req: &HttpRequest) -> Option<PendingLine> {
+        if crate::body::on_engine(req) || OFFLOADED.with(Cell::get) {
+            return None;
+        }
+        PENDING_LINES.fetch_add(1, Ordering::AcqRel);
+        Some(PendingLine(()))
+    }
+}
+
+impl Drop for PendingLine {
+    fn drop(&mut self) {
+        PENDING_LINES.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A response body that counts the bytes it yields and runs the log phase when it
@@ -126,6 +176,8 @@ pub(super) struct Unanswered<'a> {
     req: &'a HttpRequest,
     vhost: &'a Vhost,
     began: Instant,
+    /// Dropped after the drop's line; handed on by [`Unanswered::answered`].
+    pending: Option<PendingLine>,
 }
 
 impl<'a> Unanswered<'a> {
@@ -135,6 +187,7 @@ impl<'a> Unanswered<'a> {
             req,
             vhost,
             began,
+            pending: PendingLine::of(req),
         }
     }
 
@@ -146,11 +199,11 @@ impl<'a> Unanswered<'a> {
         }
     }
 
-    /// The request has its answer: the context goes back, nothing is logged
-    /// here.
-    pub(super) fn answered(mut self) -> Ctx<'a> {
+    /// The request has its answer: the context goes back, with the count
+    /// of its line to come (for [`LogState`]); nothing is logged here.
+    pub(super) fn answered(mut self) -> (Ctx<'a>, Option<PendingLine>) {
         match self.cx.take() {
-            Some(cx) => cx,
+            Some(cx) => (cx, self.pending.take()),
             None => unreachable!("answered once"),
         }
     }
