@@ -211,6 +211,20 @@ struct Handoff {
     done: Option<AssertSend<Outcome2>>,
 }
 
+/// An offloaded request's outcome on its way back to its worker: taken and
+/// dropped there; dropped anywhere else (the worker is gone and actix-rt
+/// dropped the future carrying it on the blocking thread), it is leaked,
+/// so that no worker-thread `Rc` is touched off its thread.
+struct OnWorker(Option<AssertSend<Outcome2>>);
+
+impl Drop for OnWorker {
+    fn drop(&mut self) {
+        if let Some(out) = self.0.take() {
+            std::mem::forget(out);
+        }
+    }
+}
+
 /// Drops the finished request on the worker if the worker's future goes away.
 struct HandoffGuard(Arc<std::sync::Mutex<Handoff>>);
 
@@ -258,12 +272,14 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
             drop(h);
             // never sent: its log line says 499 (log::LoggedBody)
             actix_web::HttpMessage::extensions_mut(&req).insert(log::Abandoned);
-            let out = AssertSend((req, res, fields));
+            let mut out = OnWorker(Some(AssertSend((req, res, fields))));
             let back = async move {
-                drop(out);
+                // dropped here, on the worker
+                drop(out.0.take());
             };
             if !worker.spawn(back) {
-                // The worker is gone (shutdown): nothing may drop these here.
+                // The worker is gone (shutdown): actix-rt dropped `back` on
+                // this thread, and `OnWorker` leaked what it held.
                 tracing::debug!("offloaded request outlived its worker; leaked");
             }
         } else {
