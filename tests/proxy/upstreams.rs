@@ -283,6 +283,13 @@ fn max_connections_reached_is_503_and_never_the_server_s_fault() {
     assert_eq!(slow.join().unwrap(), 200);
     let r = s.get("/api/name");
     assert_eq!((r.status, r.text().as_str()), (200, "a"), "{}", s.stderr());
+    // the 503 never reached the server: two requests sent, not three
+    let prom = s.get("/server-status?format=prometheus").text();
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("tessera_upstream_requests_total{") && l.ends_with(" 2")),
+        "{prom}"
+    );
 }
 
 /// Two module tables (a rule in each of two vhosts) that use one upstream

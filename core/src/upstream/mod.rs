@@ -151,7 +151,10 @@ pub struct Server {
     /// Milliseconds since [`epoch`] until which it is down; 0: up.
     down_until: AtomicU64,
     in_flight: AtomicUsize,
-    /// Requests sent to it.
+    /// Requests sent to it: counted when a connection is leased for one,
+    /// reused or about to be opened ([`pool::Pool`]), so each attempt of a
+    /// retried request counts and a request that gave up waiting at
+    /// `max-connections` (503, or its client left) does not.
     pub requests: AtomicU64,
     /// Requests that failed at it (connect, timeout, broken response).
     pub failures: AtomicU64,
@@ -294,9 +297,6 @@ impl Upstream {
         };
         self.servers[chosen]
             .in_flight
-            .fetch_add(1, Ordering::Relaxed);
-        self.servers[chosen]
-            .requests
             .fetch_add(1, Ordering::Relaxed);
         Some(Pick {
             upstream: self,

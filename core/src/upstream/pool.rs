@@ -387,6 +387,7 @@ impl Pool {
         // time never pass max-connections together; uncounted if the
         // connect fails or its future is dropped
         self.open.set(self.open.get() + 1);
+        self.server().requests.fetch_add(1, Ordering::Relaxed);
         self.server()
             .open_connections
             .fetch_add(1, Ordering::Relaxed);
@@ -429,6 +430,7 @@ impl Pool {
                 .idle_connections
                 .fetch_sub(1, Ordering::Relaxed);
             if since.elapsed() < self.limits.keepalive_timeout && !conn.went_bad() {
+                self.server().requests.fetch_add(1, Ordering::Relaxed);
                 return Some(Lease {
                     conn: Some(conn),
                     pool: self.clone(),
