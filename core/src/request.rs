@@ -38,7 +38,7 @@ const SERVER: HeaderValue = HeaderValue::from_static("tessera");
 /// The app's one service: realip, the HTTP/2 busy check, `X-Tessera-Explain`
 /// and health answers, then the request on this worker ([`handle`]), on the
 /// blocking pool for a vhost with blocking hooks ([`offload`]), or as a
-/// future for one with an asynchronous content phase ([`respond`]).
+/// future for one with an asynchronous content phase ([`respond_observed`]).
 pub(crate) fn dispatch(rt: &Runtime, mut sreq: ServiceRequest) -> HandleFuture {
     // the configuration this request runs on, loaded once
     let cfg = rt.current.load();
@@ -111,7 +111,7 @@ pub(crate) fn dispatch(rt: &Runtime, mut sreq: ServiceRequest) -> HandleFuture {
             ServiceResponse::new(req, res)
         }));
     }
-    let mut res = handle(&cfg, &req, vhost);
+    let mut res = handle(&cfg, &req, vhost, &mut crate::explain::Unobserved);
     if let Some(f) = flight {
         res = f.track(res);
     }
@@ -225,6 +225,30 @@ impl Drop for OnWorker {
     }
 }
 
+/// An offloaded request's count in its vhost's counters, held until it is
+/// known whether its answer is sent: one its worker gave up on counts as
+/// [`log::UNANSWERED`], as its log line says.
+struct DeferredCount(
+    Option<(
+        Arc<crate::stats::VhostCounters>,
+        u16,
+        u64,
+        std::time::Duration,
+    )>,
+);
+
+impl crate::explain::Observe for DeferredCount {
+    fn counted(
+        &mut self,
+        counters: &Arc<crate::stats::VhostCounters>,
+        status: u16,
+        body_bytes: u64,
+        took: std::time::Duration,
+    ) {
+        self.0 = Some((counters.clone(), status, body_bytes, took));
+    }
+}
+
 /// Drops the finished request on the worker if the worker's future goes away.
 struct HandoffGuard(Arc<std::sync::Mutex<Handoff>>);
 
@@ -257,8 +281,11 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
         // A panic must not unwind here with the request on this thread.
         crate::body::put_prebuilt(None);
         log::set_offloaded(true);
-        let res =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(&cfg, &req, None)));
+        // counted once it is known whether the answer is sent
+        let mut count = DeferredCount(None);
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handle(&cfg, &req, None, &mut count)
+        }));
         log::set_offloaded(false);
         // the lines a handler handed over go back with the response (none
         // with a panic's 500)
@@ -268,6 +295,12 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
             Err(_) => (error_response(StatusCode::INTERNAL_SERVER_ERROR), None),
         };
         let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((counters, status, bytes, took)) = count.0 {
+            match h.abandoned {
+                true => counters.record(log::UNANSWERED, 0, took),
+                false => counters.record(status, bytes, took),
+            }
+        }
         if h.abandoned {
             drop(h);
             // never sent: its log line says 499 (log::LoggedBody)
@@ -439,11 +472,16 @@ fn checked_host<'r>(
 }
 
 /// Runs one request through the pipeline of its vhost, synchronously: the
-/// future of [`respond`] is polled once in place (no allocation), which
+/// future of [`respond_observed`] is polled once in place (no allocation), which
 /// completes unless an asynchronous content handler answers, and those
-/// vhosts take [`respond`] as a future instead (see the app service).
-fn handle(cfg: &Arc<Config>, req: &HttpRequest, vhost: Option<usize>) -> HttpResponse {
-    let fut = std::pin::pin!(respond(cfg, req, None, vhost));
+/// vhosts take [`respond_observed`] as a future instead (see the app service).
+fn handle<O: crate::explain::Observe>(
+    cfg: &Arc<Config>,
+    req: &HttpRequest,
+    vhost: Option<usize>,
+    obs: &mut O,
+) -> HttpResponse {
+    let fut = std::pin::pin!(respond_observed(cfg, req, None, obs, vhost));
     match std::future::Future::poll(fut, &mut Context::from_waker(std::task::Waker::noop())) {
         Poll::Ready(r) => r,
         Poll::Pending => {
@@ -455,19 +493,10 @@ fn handle(cfg: &Arc<Config>, req: &HttpRequest, vhost: Option<usize>) -> HttpRes
     }
 }
 
-/// Runs one request through the pipeline of its vhost. `payload` is the
-/// request body, for the content handlers that take it; `vhost` the index of
-/// the vhost the host selects, when the caller has selected it already.
-async fn respond(
-    cfg: &Arc<Config>,
-    req: &HttpRequest,
-    payload: Option<actix_web::dev::Payload>,
-    vhost: Option<usize>,
-) -> HttpResponse {
-    respond_observed(cfg, req, payload, &mut crate::explain::Unobserved, vhost).await
-}
-
-/// [`respond`], reporting to `obs` what answered and why. With
+/// Runs one request through the pipeline of its vhost, reporting to `obs`
+/// what answered and why. `payload` is the request body, for the content
+/// handlers that take it; `selected` the index of the vhost the host
+/// selects, when the caller has selected it already. With
 /// [`crate::explain::Unobserved`] (every real request) the reports compile to
 /// nothing; with an explanation's observer ([`Observe::DRY`]) back ends are
 /// asked to describe the request instead of getting it, and the response is
@@ -625,9 +654,12 @@ pub(crate) async fn respond_observed<O: Observe>(
         BodySize::Sized(n) if req.method() != Method::HEAD => n,
         _ => 0,
     };
-    vhost
-        .counters
-        .record(res.status().as_u16(), sized, began.elapsed());
+    obs.counted(
+        &vhost.counters,
+        res.status().as_u16(),
+        sized,
+        began.elapsed(),
+    );
     // A rewrite may have brought in log modules the first resolution lacked.
     let times = times.or_else(|| {
         active

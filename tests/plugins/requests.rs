@@ -497,6 +497,22 @@ fn a_client_that_leaves_during_a_blocking_hook_is_logged_499() {
         text.contains("\"GET /ten.txt?stayed HTTP/1.1\" 200 10 "),
         "{text}"
     );
+    // the status counts what the log says
+    let prom = s
+        .req("GET", "/?format=prometheus", &["Host: status.test"])
+        .text();
+    let count = |class: &str| {
+        let key = format!("tessera_requests_total{{vhost=\"slow.test\",class=\"{class}\"}} ");
+        prom.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .map_or(0, |n| n.trim().parse::<u64>().unwrap())
+    };
+    let want = if left.contains(" 499 ") {
+        (1, 1)
+    } else {
+        (2, 0)
+    };
+    assert_eq!((count("2xx"), count("4xx")), want, "{prom}");
 }
 
 /// `shutdown-timeout` holds while a blocking hook still runs (the hook
@@ -527,13 +543,15 @@ fn the_shutdown_timeout_holds_while_a_blocking_hook_runs() {
 }
 
 /// One worker; `blocking` (its hook waits for `marker`, at most 20 s),
-/// `access-log` to `a.log` and `static-file` with `/ten.txt`;
+/// `access-log` to `a.log` and `static-file` with `/ten.txt` on
+/// `slow.test`, the status page on `status.test`;
 /// `server_extra`: lines of `[server]`.
 fn blocking_site(marker: &std::path::Path, server_extra: &str) -> Server {
     let path = lib("tessera-fixture-blocking");
     let cfg = format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n{server_extra}\n[[plugin]]\nname = \"blocking\"\npath = \"{path}\"\n\n\
-         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"access-log\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.access-log]\npath = \"a.log\"\n",
+         [[vhost]]\nserver-names = [\"slow.test\"]\ndefault = true\ndocument-root = \"www\"\nmodules = [\"blocking\", \"access-log\", \"static-file\"]\n[vhost.blocking]\nwait_for = \"{}\"\n[vhost.access-log]\npath = \"a.log\"\n\n\
+         [[vhost]]\nserver-names = [\"status.test\"]\ndocument-root = \"www\"\nmodules = [\"status\"]\n",
         marker.display()
     );
     Server::start(&cfg, |d| {

@@ -82,6 +82,18 @@ pub(crate) trait Observe {
     /// Asynchronous content handler `m` would send the request to a back
     /// end, as `what` says (dry runs only).
     fn back_end(&mut self, _m: &Arc<dyn Module>, _what: String) {}
+    /// The response is ready: count it in its vhost's `counters` (status,
+    /// announced body bytes, time since dispatch). An offloaded request
+    /// counts it later, once it knows whether the answer is sent.
+    fn counted(
+        &mut self,
+        counters: &Arc<crate::stats::VhostCounters>,
+        status: u16,
+        body_bytes: u64,
+        took: std::time::Duration,
+    ) {
+        counters.record(status, body_bytes, took);
+    }
 }
 
 /// The observer of every real request: no reports, no dry run.
