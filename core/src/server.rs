@@ -90,15 +90,15 @@ where
     for a in &s.listen {
         if engine {
             for addr in resolve(a, "")? {
-                let mut g =
-                    crate::h1::accept::bind(addr, workers).map_err(|e| listen_error(a, "", e))?;
+                let mut g = crate::h1::accept::bind(addr, workers, s.defer_accept)
+                    .map_err(|e| listen_error(a, "", e))?;
                 g.proxy_protocol = s.listen_proxy_protocol.iter().any(|p| p.trim() == a);
                 bound.push((g.addr, "http"));
                 groups.push(g);
             }
             continue;
         }
-        for lst in bind(a, "")? {
+        for lst in bind(a, "", s.defer_accept)? {
             let addr = lst.local_addr()?;
             builder = listeners.add(builder, lst, None, make_app.clone())?;
             bound.push((addr, "http"));
@@ -106,7 +106,7 @@ where
         }
     }
     for a in &s.listen_tls {
-        for lst in bind(a, " (TLS)")? {
+        for lst in bind(a, " (TLS)", s.defer_accept)? {
             let addr = lst.local_addr()?;
             let tls = crate::tls::server_config(rt.sni.clone());
             builder = listeners.add(builder, lst, Some(tls), make_app.clone())?;
@@ -266,8 +266,9 @@ fn listen_error(a: &str, what: &str, e: std::io::Error) -> std::io::Error {
 }
 
 /// Binds every address `a` resolves to, as actix-web's `HttpServer::bind`
-/// does (SO_REUSEADDR, backlog 1024, non-blocking).
-fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
+/// does (SO_REUSEADDR, backlog 1024, non-blocking), with
+/// `TCP_DEFER_ACCEPT` when `defer` (`[server] defer-accept`).
+fn bind(a: &str, what: &str, defer: bool) -> std::io::Result<Vec<std::net::TcpListener>> {
     let err = |e| listen_error(a, what, e);
     let mut out = Vec::new();
     for addr in resolve(a, what)? {
@@ -278,6 +279,9 @@ fn bind(a: &str, what: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
         )
         .map_err(err)?;
         socket.set_reuse_address(true).map_err(err)?;
+        if defer {
+            crate::h1::accept::defer_accept(&socket, true).map_err(err)?;
+        }
         socket.bind(&addr.into()).map_err(err)?;
         socket.listen(1024).map_err(err)?;
         socket.set_nonblocking(true).map_err(err)?;

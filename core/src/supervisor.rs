@@ -95,6 +95,7 @@ impl Runtime {
                 a.ignore_client_abort != b.ignore_client_abort,
                 "server.ignore-client-abort",
             ),
+            (a.defer_accept != b.defer_accept, "server.defer-accept"),
         ]
         .into_iter()
         .filter_map(|(changed, key)| changed.then_some(key))

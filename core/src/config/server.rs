@@ -61,6 +61,17 @@ pub struct ServerSettings {
     /// connection fails, whatever this says.
     #[serde(default, alias = "ignore_client_abort")]
     pub ignore_client_abort: bool,
+    /// Accept a connection only once its first bytes (the request, a TLS
+    /// ClientHello or a PROXY header) have arrived (Linux
+    /// `TCP_DEFER_ACCEPT`, 1 s as nginx's `listen ... deferred` sets it;
+    /// h2o's default): the kernel completes the handshake alone, and the
+    /// worker wakes once, to accept and read together. A connection that
+    /// sends nothing is handed over after about a second (a SYN-ACK
+    /// retransmission), and only then counts in `max-connections` and
+    /// `client-header-timeout`. Default true; applies to every listener;
+    /// ignored where the system has no such option. Restart to change.
+    #[serde(default = "default_true", alias = "defer_accept")]
+    pub defer_accept: bool,
     /// Addresses to listen on with TLS (`"IP:PORT"`); HTTP/2 is negotiated by
     /// ALPN. Default none. Needs certificates: `[server.tls]` and/or the vhosts'
     /// `tls-certificate`/`tls-key`.
@@ -167,6 +178,10 @@ pub struct TlsFiles {
     pub certificate: PathBuf,
     /// PEM private key, relative to the configuration file.
     pub key: PathBuf,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_max_uri() -> usize {

@@ -144,22 +144,23 @@ pub struct Group {
 }
 
 /// Binds `addr` for `workers` workers (SO_REUSEADDR, backlog 1024,
-/// non-blocking). Errors: the address is in use (also by another process
-/// that uses `SO_REUSEPORT`: a probe bind without it runs first), or the
-/// bind is refused.
-pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Group> {
+/// non-blocking; `TCP_DEFER_ACCEPT` when `defer`, see [`defer_accept`]).
+/// Errors: the address is in use (also by another process that uses
+/// `SO_REUSEPORT`: a probe bind without it runs first), or the bind is
+/// refused.
+pub fn bind(addr: SocketAddr, workers: usize, defer: bool) -> std::io::Result<Group> {
     #[cfg(target_os = "linux")]
     {
         // SO_REUSEPORT would silently share the port with another process of
         // the same user; a plain bind first reports that as "in use"
         if addr.port() != 0 {
-            drop(socket(addr, false)?);
+            drop(socket(addr, false, false)?);
         }
-        let first = socket(addr, true)?;
+        let first = socket(addr, true, defer)?;
         let addr = first.local_addr()?;
         let mut sockets = vec![first];
         for _ in 1..workers {
-            sockets.push(socket(addr, true)?);
+            sockets.push(socket(addr, true, defer)?);
         }
         Ok(Group {
             addr,
@@ -169,7 +170,7 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Group> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let first = socket(addr, false)?;
+        let first = socket(addr, false, defer)?;
         let addr = first.local_addr()?;
         let mut sockets = Vec::with_capacity(workers);
         for _ in 1..workers {
@@ -184,7 +185,43 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Group> {
     }
 }
 
-fn socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+/// Sets `TCP_DEFER_ACCEPT` on a listening socket (`[server]
+/// defer-accept`): connections reach `accept` once their first bytes have
+/// arrived, or after one SYN-ACK retransmission (1 s, the value nginx's
+/// `listen ... deferred` sets). A no-op where Linux's option is missing.
+///
+/// # Errors
+/// The `setsockopt` call failed.
+pub fn defer_accept(socket: &socket2::Socket, on: bool) -> std::io::Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::os::fd::AsRawFd;
+        let secs: libc::c_int = i32::from(on);
+        // SAFETY: a valid socket descriptor, and a c_int option of its size
+        #[allow(unsafe_code)]
+        let r = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_DEFER_ACCEPT,
+                std::ptr::from_ref(&secs).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = (socket, on);
+    Ok(())
+}
+
+fn socket(
+    addr: SocketAddr,
+    reuse_port: bool,
+    defer: bool,
+) -> std::io::Result<std::net::TcpListener> {
     let s = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -201,6 +238,9 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpLi
     }
     #[cfg(not(target_os = "linux"))]
     let _ = reuse_port;
+    if defer {
+        defer_accept(&s, true)?;
+    }
     s.bind(&addr.into())?;
     s.listen(1024)?;
     s.set_nonblocking(true)?;
