@@ -237,11 +237,14 @@ mime-types = { "text/css" = "access plus 1 days", "text/html" = "access plus 5 m
 def server_cmd(name, conf, tessera_bin):
     return {
         "nginx": ["nginx", "-c", conf],
+        "nginx-deferred": ["nginx", "-c", conf],
         "lighttpd": ["lighttpd", "-D", "-f", conf],
         "h2o": ["h2o", "-c", conf],
         "tessera": [tessera_bin, "-c", conf],
         "tessera-actix": [tessera_bin, "-c", conf],
         "tessera-b": [tessera_bin, "-c", conf],
+        "floor": [],  # harness.Server builds its command (port, document root)
+        "floor-shared": [],
     }[name]
 
 
@@ -258,5 +261,15 @@ def tessera_b_conf(w, port, root, variant, **kw):
     return tessera_conf(w, port, root, variant, **kw)
 
 
-CONF_WRITERS = {"nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf,
+def nginx_deferred_conf(w, port, root, variant, **kw):
+    """nginx with `listen ... deferred` (TCP_DEFER_ACCEPT, 1 s)."""
+    return nginx_conf(w, port, root, variant, **kw).replace(" backlog=4096;", " backlog=4096 deferred;")
+
+
+def floor_conf(w, port, root, variant, **kw):
+    """benches/floor.c takes no configuration file: its arguments say it all."""
+    return f"# floor {port} {root}: no configuration\n"
+
+
+CONF_WRITERS = {"nginx-deferred": nginx_deferred_conf, "floor": floor_conf, "floor-shared": floor_conf, "nginx": nginx_conf, "lighttpd": lighttpd_conf, "h2o": h2o_conf, "tessera": tessera_conf,
                 "tessera-actix": tessera_actix_conf, "tessera-b": tessera_b_conf}

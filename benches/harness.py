@@ -35,6 +35,16 @@ The upstream's CPU per request and the connections it accepted per run (from
 its stub_status) are given beside, so that a front that opens a new
 connection for each request shows.
 
+Server "floor" (the plain tests only) is `benches/floor.c`, built here with
+cc: a static server in 280 lines of C that does only what every server must
+(an epoll loop per core with its own SO_REUSEPORT listener, one recv and one
+send per cached small file, sendfile for large ones, no logging, no checks).
+It is no competitor: it shows how far the load generator, on the same cores,
+lets any server go, so that a target beyond the floor reads as the machine's
+limit, not the server's. "floor-shared" (named in --servers only) is the same
+with one listener shared by its workers under EPOLLEXCLUSIVE, as nginx runs
+without `reuseport`.
+
 `--tessera-b PATH` adds a server "tessera-b": a second Tessera binary with the
 same configuration as "tessera", for an A/B of two builds in one run;
 `--tessera-b-static LINES` adds TOML lines to its [vhost.static-file] (with
@@ -79,7 +89,17 @@ MIB = 1024 * 1024
 # in place of Tessera's own), so that one run compares both engines.
 # "tessera-b" is a second Tessera binary (--tessera-b) beside "tessera", for an
 # A/B of two builds in one run.
-ALL_SERVERS = ["nginx", "lighttpd", "h2o", "tessera", "tessera-actix", "tessera-b"]
+# "floor" is benches/floor.c (built here with cc): the least work a static
+# server can do per request, so that a run shows what the load generator,
+# sharing the cores, leaves possible for any server (plain tests only);
+# "floor-shared" (only when named in --servers) is the same with one listener
+# shared by its workers (EPOLLEXCLUSIVE, as nginx) instead of SO_REUSEPORT.
+# "nginx-deferred" (only when named) is nginx with `listen ... deferred`
+# (TCP_DEFER_ACCEPT, as Tessera's default `defer-accept` and h2o's).
+ALL_SERVERS = ["nginx", "nginx-deferred", "lighttpd", "h2o", "tessera", "tessera-actix", "tessera-b",
+               "floor", "floor-shared"]
+FLOORS = ("floor", "floor-shared")
+OPT_IN = ("floor-shared", "nginx-deferred")
 
 # --------------------------------------------------------------------------
 # The test matrix. `variant` selects the server configurations: "plain" (no
@@ -119,9 +139,9 @@ TESTS = [
 
 VARIANT_SERVERS = {
     "plain": ALL_SERVERS,
-    "log": ALL_SERVERS,
-    "pipeline": ["nginx", "tessera", "tessera-b"],
-    "proxy": ALL_SERVERS,
+    "log": [s for s in ALL_SERVERS if s not in FLOORS],
+    "pipeline": ["nginx", "nginx-deferred", "tessera", "tessera-b"],
+    "proxy": [s for s in ALL_SERVERS if s not in FLOORS],
 }
 VARIANTS = ["plain", "log", "pipeline", "proxy"]
 
@@ -161,6 +181,19 @@ def free_port():
 
 
 STARTED = []
+FLOOR_BIN = None  # set by build_floor()
+
+
+def build_floor(work):
+    """Compiles benches/floor.c into `work`; False (with a note) without cc."""
+    global FLOOR_BIN
+    cc = shutil.which("cc") or shutil.which("gcc")
+    out = os.path.join(work, "floor")
+    if not cc or subprocess.run([cc, "-O2", "-o", out, os.path.join(HERE, "floor.c")]).returncode != 0:
+        print("harness: no C compiler (cc) or floor.c did not build: servers \"floor\" left out", flush=True)
+        return False
+    FLOOR_BIN = out
+    return True
 
 
 class Server:
@@ -177,6 +210,8 @@ class Server:
         self.conf = os.path.join(self.dir, f"{name}.{ext}")
         self.write_conf(**(conf_args or {}))
         self.cmd = list(cmd_prefix) + server_cmd(name, self.conf, tessera_bin)
+        if name in FLOORS:  # no configuration file: its port and document root
+            self.cmd = [FLOOR_BIN, str(self.port), root, str(CORES), "shared" if name == "floor-shared" else "reuseport"]
         self.proc = None
         self.upstream = None  # the upstream Server of a proxy run
 
@@ -562,7 +597,11 @@ def main():
         tests = [t for t in TESTS if t.name in want]
     if hard < 20100:
         tests = [t for t in tests if t.conns < 10000] if hard < 10100 else tests
-    installed = [s for s in ALL_SERVERS if (s.startswith("tessera") and s != "tessera-b") or shutil.which(s)]
+    installed = [s for s in ALL_SERVERS if (s.startswith("tessera") and s != "tessera-b") or s == "floor"
+                 or shutil.which(s)]
+    for s in OPT_IN:
+        if args.servers and s in args.servers.split(",") and (s != "nginx-deferred" or "nginx" in installed):
+            installed.append(s)
     if args.tessera_b:
         installed.append("tessera-b")
     servers = args.servers.split(",") if args.servers else installed
@@ -573,6 +612,8 @@ def main():
     root = os.path.join(work, "www")
     print(f"harness: document root {root}; {len(tests)} tests x {len(servers)} servers x {args.rounds} rounds of {args.duration} s", flush=True)
     make_docroot(root, many=not args.proxy)
+    if any(s in FLOORS for s in servers) and not build_floor(work):
+        servers = [s for s in servers if s not in FLOORS]
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if args.quick else "full", "rounds": args.rounds, "duration": args.duration,
