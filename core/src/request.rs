@@ -209,6 +209,9 @@ struct Handoff {
     abandoned: bool,
     /// The finished request and response, waiting for the worker.
     done: Option<AssertSend<Outcome2>>,
+    /// `done`'s count in its vhost's counters, recorded by whoever takes
+    /// `done`: the worker (its status) or the guard (499).
+    count: Option<Count>,
 }
 
 /// An offloaded request's outcome on its way back to its worker: taken and
@@ -228,13 +231,15 @@ impl Drop for OnWorker {
 /// An offloaded request's count in its vhost's counters, held until it is
 /// known whether its answer is sent: one its worker gave up on counts as
 /// [`log::UNANSWERED`], as its log line says.
-struct DeferredCount(
-    Option<(
-        Arc<crate::stats::VhostCounters>,
-        u16,
-        u64,
-        std::time::Duration,
-    )>,
+struct DeferredCount(Option<Count>);
+
+/// A response's count: its vhost's counters, status, announced body bytes
+/// and time since dispatch.
+type Count = (
+    Arc<crate::stats::VhostCounters>,
+    u16,
+    u64,
+    std::time::Duration,
 );
 
 impl crate::explain::Observe for DeferredCount {
@@ -256,8 +261,16 @@ impl Drop for HandoffGuard {
     fn drop(&mut self) {
         let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
         h.abandoned = true;
-        // Dropped here, on the worker thread, if the task already finished.
-        drop(h.done.take());
+        // Dropped here, on the worker thread, if the task already finished:
+        // never sent, so logged (log::LoggedBody) and counted as 499.
+        if let Some(AssertSend((req, res, fields))) = h.done.take() {
+            actix_web::HttpMessage::extensions_mut(&req).insert(log::Abandoned);
+            if let Some((counters, _, _, took)) = h.count.take() {
+                counters.record(log::UNANSWERED, 0, took);
+            }
+            drop(h);
+            drop((res, fields, req));
+        }
     }
 }
 
@@ -295,13 +308,10 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
             Err(_) => (error_response(StatusCode::INTERNAL_SERVER_ERROR), None),
         };
         let mut h = handoff.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((counters, status, bytes, took)) = count.0 {
-            match h.abandoned {
-                true => counters.record(log::UNANSWERED, 0, took),
-                false => counters.record(status, bytes, took),
-            }
-        }
         if h.abandoned {
+            if let Some((counters, _, _, took)) = count.0 {
+                counters.record(log::UNANSWERED, 0, took);
+            }
             drop(h);
             // never sent: its log line says 499 (log::LoggedBody)
             actix_web::HttpMessage::extensions_mut(&req).insert(log::Abandoned);
@@ -317,16 +327,18 @@ async fn offload(cfg: Arc<Config>, req: HttpRequest) -> ServiceResponse {
             }
         } else {
             h.done = Some(AssertSend((req, res, fields)));
+            h.count = count.0;
         }
     });
     let joined = task.await;
-    let done = guard
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .done
-        .take();
+    let (done, count) = {
+        let mut h = guard.0.lock().unwrap_or_else(|e| e.into_inner());
+        (h.done.take(), h.count.take())
+    };
     drop(guard);
+    if let Some((counters, status, bytes, took)) = count {
+        counters.record(status, bytes, took);
+    }
     match (joined, done) {
         (Ok(()), Some(AssertSend((req, res, fields)))) => {
             // on the worker, inside the engine's poll (crate::body)
