@@ -8,7 +8,7 @@
 #                       [--tessera-static 'TOML lines for [vhost.static-file]']
 #                       [--tessera-b PATH]
 #   --quick    10 tests, 1 round, 2 s per run (about 4 minutes; for development)
-#   (default)  16 tests, 3 rounds, 4 s per run (about 20 minutes on 2 cores)
+#   (default)  16 tests, 3 rounds, 4 s per run (about 25 minutes on 2 cores)
 #   --proxy    the reverse-proxy run instead: every server proxies to one
 #              upstream nginx (151 B index.html), wrk c=100 and c=10, 3 rounds
 #              of 4 s (about 4 minutes); writes target/bench-proxy/

@@ -152,8 +152,9 @@ pub struct Server {
     down_until: AtomicU64,
     in_flight: AtomicUsize,
     /// Requests sent to it: counted when a connection is leased for one,
-    /// reused or about to be opened ([`pool::Pool`]), so each attempt of a
-    /// retried request counts and a request that gave up waiting at
+    /// reused or about to be opened ([`pool::Pool`]; a connect that fails
+    /// counts, as it counts in `failures`), so each attempt of a retried
+    /// request counts and a request that gave up waiting at
     /// `max-connections` (503, or its client left) does not.
     pub requests: AtomicU64,
     /// Requests that failed at it (connect, timeout, broken response).

@@ -282,7 +282,7 @@ pub fn render(
                 (
                     "tessera_upstream_requests_total",
                     "counter",
-                    "Requests sent to an upstream server (attempts that got a connection).",
+                    "Requests sent to an upstream server (reused connections and connects, failed ones included).",
                 ),
                 (
                     "tessera_upstream_failures_total",
