@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -163,9 +164,11 @@ static int answer(int ep, int fd, struct conn *c) {
         if (!sp1 || !sp2 || sp1[1] != '/') return -1;
         int head_only = sp1 - c->buf == 4 && !memcmp(c->buf, "HEAD", 4);
         int http10 = !memcmp(sp2 + 1, "HTTP/1.0", 8);
-        *end = 0; /* field search within this request only */
+        char next = *end; /* the first byte of a pipelined request, if any */
+        *end = 0;         /* field search within this request only */
         int keep = http10 ? strcasestr(sp2, "\nconnection: keep-alive") != NULL
                           : strcasestr(sp2, "\nconnection: close") == NULL;
+        *end = next;
         char *q = memchr(sp1 + 1, '?', sp2 - sp1 - 1);
         struct file *f = lookup(sp1 + 1, (q ? q : sp2) - sp1 - 1);
         refresh_date();
@@ -274,6 +277,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     for (int w = 0; w < workers; w++)
         if (fork() == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* SIGTERM to the parent ends all */
             serve(port, shared);
             return 0;
         }
