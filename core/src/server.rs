@@ -279,9 +279,7 @@ fn bind(a: &str, what: &str, defer: bool) -> std::io::Result<Vec<std::net::TcpLi
         )
         .map_err(err)?;
         socket.set_reuse_address(true).map_err(err)?;
-        if defer {
-            crate::h1::accept::defer_accept(&socket, true).map_err(err)?;
-        }
+        crate::h1::accept::defer_accept(&socket, defer).map_err(err)?;
         socket.bind(&addr.into()).map_err(err)?;
         socket.listen(1024).map_err(err)?;
         socket.set_nonblocking(true).map_err(err)?;

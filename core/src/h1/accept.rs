@@ -186,9 +186,10 @@ pub fn bind(addr: SocketAddr, workers: usize, defer: bool) -> std::io::Result<Gr
 }
 
 /// Sets `TCP_DEFER_ACCEPT` on a listening socket (`[server]
-/// defer-accept`): connections reach `accept` once their first bytes have
-/// arrived, or after one SYN-ACK retransmission (1 s, the value nginx's
-/// `listen ... deferred` sets). A no-op where Linux's option is missing.
+/// defer-accept`) when `on`, clears it otherwise: connections reach
+/// `accept` once their first bytes have arrived, or after one SYN-ACK
+/// retransmission (1 s, the value nginx's `listen ... deferred` sets). A
+/// no-op where Linux's option is missing.
 ///
 /// # Errors
 /// The `setsockopt` call failed.
@@ -238,9 +239,7 @@ fn socket(
     }
     #[cfg(not(target_os = "linux"))]
     let _ = reuse_port;
-    if defer {
-        defer_accept(&s, true)?;
-    }
+    defer_accept(&s, defer)?;
     s.bind(&addr.into())?;
     s.listen(1024)?;
     s.set_nonblocking(true)?;
